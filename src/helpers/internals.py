@@ -1,0 +1,156 @@
+"""One forward pass that exposes every per-layer, per-head tensor of a BERT encoder.
+
+Notation (paper section 3, one layer l, one head h, sequence length n):
+
+    E      layer input                                  (n, d)
+    Q, K   E W^Q + b^Q, E W^K + b^K                      (n, d_v)
+    V      E W^V + b^V   (value bias included)           (n, d_v)
+    A      softmax(Q K^T / sqrt(d_v))                    (n, n)
+    H      the head's d_v rows of W^O                    (d_v, d)
+    T      V H = (E W^V + 1 b^V) H                       (n, d)
+
+The attention block's dense output (before dropout, residual and LayerNorm)
+is exactly ``sum_h A_h T_h + b^O``. The paper writes ``T = E W^V H`` and
+leaves biases out; we fold the value bias into T so that identity holds for
+*any* A. For a row-stochastic A the two differ only by the constant row
+``b^V H`` (``A 1 b^V H = 1 b^V H``), and rank(T) <= d_v either way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import BatchEncoding, PreTrainedModel
+
+from .models import check_supported
+from .text import check_single_sequence
+
+
+@dataclass
+class Internals:
+    """Every tensor of one forward pass over one unpadded sequence.
+
+    L layers, h heads, n tokens, hidden size d, head size d_v.
+    """
+
+    input_ids: torch.Tensor  # (n,)
+    embeddings: torch.Tensor  # (n, d)  x: token + segment + position, before the embedding LayerNorm
+    E: torch.Tensor  # (L, n, d)  input of each layer
+    Q: torch.Tensor  # (L, h, n, d_v)
+    K: torch.Tensor  # (L, h, n, d_v)
+    V: torch.Tensor  # (L, h, n, d_v)  value bias included
+    A: torch.Tensor  # (L, h, n, n)  the model's own attention probabilities
+    W_V: torch.Tensor  # (L, h, d, d_v)  so that V = E W_V + b_V
+    b_V: torch.Tensor  # (L, h, d_v)
+    H: torch.Tensor  # (L, h, d_v, d)  rows of W^O that belong to head h
+    b_O: torch.Tensor  # (L, d)
+    T: torch.Tensor  # (L, h, n, d)  T = V H
+    attention_output: torch.Tensor  # (L, n, d)  the model's dense output of the attention block
+    hidden_states: torch.Tensor  # (L + 1, n, d)  embedding output, then each layer's output
+
+    @property
+    def layers(self) -> int:
+        return self.A.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.A.shape[1]
+
+    @property
+    def n(self) -> int:
+        return self.A.shape[-1]
+
+    def head_outputs(self) -> torch.Tensor:
+        """A_h T_h for every layer and head: (L, h, n, d)."""
+        return self.A @ self.T
+
+    def reconstructed_attention_output(self) -> torch.Tensor:
+        """sum_h A_h T_h + b^O: (L, n, d); equals ``attention_output``."""
+        return self.head_outputs().sum(dim=1) + self.b_O[:, None, :]
+
+
+def head_weights(model: PreTrainedModel, layer: int) -> dict[str, torch.Tensor]:
+    """Per-head weight slices of one layer.
+
+    Returns ``W_Q, W_K, W_V: (h, d, d_v)``, ``b_Q, b_K, b_V: (h, d_v)``,
+    ``H: (h, d_v, d)`` (W^O rows, with ``x @ W^O`` convention) and ``b_O: (d,)``.
+    """
+    attention = model.encoder.layer[layer].attention
+    heads = model.config.num_attention_heads
+    d = model.config.hidden_size
+    d_v = d // heads
+    out = {}
+    for key, linear in (("Q", attention.self.query), ("K", attention.self.key), ("V", attention.self.value)):
+        # nn.Linear computes x W^T + b; W^T columns h*d_v:(h+1)*d_v belong to head h
+        out[f"W_{key}"] = linear.weight.T.reshape(d, heads, d_v).permute(1, 0, 2)
+        out[f"b_{key}"] = linear.bias.reshape(heads, d_v)
+    out["H"] = attention.output.dense.weight.T.reshape(heads, d_v, d)
+    out["b_O"] = attention.output.dense.bias
+    return out
+
+
+@torch.no_grad()
+def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
+    """Run the model once on one sequence and return every tensor the chapters need.
+
+    Args:
+        model: a BERT encoder loaded with eager attention (``load_model``).
+        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
+
+    Raises:
+        UnsupportedModelError, ValueError: wrong model or encoding.
+    """
+    check_supported(model)
+    n = check_single_sequence(encoding)
+    if n > model.config.max_position_embeddings:
+        raise ValueError(f"{n} tokens exceed the model's maximum of {model.config.max_position_embeddings}.")
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+
+    dense_outputs: dict[int, torch.Tensor] = {}
+    raw_embeddings: list[torch.Tensor] = []
+    hooks = [
+        model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw_embeddings.append(i[0]))
+    ]
+    for index, layer in enumerate(model.encoder.layer):
+        hooks.append(
+            layer.attention.output.dense.register_forward_hook(
+                lambda m, i, o, index=index: dense_outputs.__setitem__(index, o)
+            )
+        )
+    try:
+        result = model(**encoding, output_attentions=True, output_hidden_states=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+    hidden = torch.stack(result.hidden_states)[:, 0]  # (L+1, n, d)
+    E = hidden[:-1]
+    weights = [head_weights(model, layer) for layer in range(len(model.encoder.layer))]
+    stacked = {key: torch.stack([w[key] for w in weights]) for key in weights[0]}
+    project = lambda W, b: torch.einsum("lnd,lhde->lhne", E, W) + b[:, :, None, :]
+    Q = project(stacked["W_Q"], stacked["b_Q"])
+    K = project(stacked["W_K"], stacked["b_K"])
+    V = project(stacked["W_V"], stacked["b_V"])
+    T = V @ stacked["H"]
+    return Internals(
+        input_ids=encoding["input_ids"][0],
+        embeddings=raw_embeddings[0][0],
+        E=E,
+        Q=Q,
+        K=K,
+        V=V,
+        A=torch.stack(result.attentions)[:, 0],
+        W_V=stacked["W_V"],
+        b_V=stacked["b_V"],
+        H=stacked["H"],
+        b_O=stacked["b_O"],
+        T=T,
+        attention_output=torch.stack([dense_outputs[i][0] for i in range(len(dense_outputs))]),
+        hidden_states=hidden,
+    )
+
+
+def attention_from_qk(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_v)) for Q, K: (..., n, d_v) -> (..., n, n)."""
+    return torch.softmax(Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5, dim=-1)

@@ -1,0 +1,64 @@
+"""Shared fixtures: tiny random BERT models built in code, and the bundled real model."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+import helpers
+
+
+def make_tiny_bert(
+    layers: int = 2,
+    heads: int = 4,
+    hidden: int = 32,
+    max_positions: int = 128,
+    seed: int = 0,
+    attn_implementation: str = "eager",
+) -> BertModel:
+    """A randomly initialised BertModel sharing the real tokenizer's vocabulary.
+
+    d_v = hidden / heads (8 by default), so sequences longer than 8 tokens
+    already make attention non-identifiable.
+    """
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=max_positions,
+        attn_implementation=attn_implementation,
+    )
+    model = BertModel(config, add_pooling_layer=False)
+    with torch.no_grad():  # default init is small; widen it so attention is not near-uniform
+        for name, parameter in model.named_parameters():
+            if "LayerNorm" not in name and parameter.dim() == 2:
+                parameter.normal_(0.0, 0.2)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir())
+
+
+@pytest.fixture
+def tiny_model():
+    return make_tiny_bert()
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    model, tokenizer = helpers.load_model()
+    return model, tokenizer
+
+
+SENTENCE = "The committee approved the budget on Tuesday, after a long and heated debate."
+LONG_TEXT = (
+    "Rivers shape the land slowly: they carry sand and silt from the mountains, drop it where the "
+    "current weakens, and build wide plains over thousands of years. Farmers settled on those plains "
+    "because the soil was rich, yet the same water that fed their fields flooded their homes every "
+    "few decades, so towns learned to build on higher ground."
+)

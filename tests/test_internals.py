@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+import helpers
+
+from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
+
+
+def check_identities(model, encoding, atol):
+    internals = helpers.capture(model, encoding)
+    L, h = model.config.num_hidden_layers, model.config.num_attention_heads
+    n = encoding["input_ids"].shape[1]
+    d = model.config.hidden_size
+    assert internals.A.shape == (L, h, n, n)
+    assert internals.T.shape == (L, h, n, d)
+    assert internals.H.shape == (L, h, d // h, d)
+    # the model's own attention is the softmax of our Q K^T
+    assert torch.allclose(helpers.attention_from_qk(internals.Q, internals.K), internals.A, atol=atol)
+    # sum over heads of A T (+ output bias) is the model's attention-block output
+    reconstructed = internals.reconstructed_attention_output()
+    assert torch.allclose(reconstructed, internals.attention_output, atol=atol)
+    # T differs from the paper's E W^V H by the rank-one value-bias term 1 (b^V H)
+    paper_T = internals.E[:, None] @ internals.W_V @ internals.H
+    bias_row = (internals.b_V[:, :, None, :] @ internals.H)  # (L, h, 1, d)
+    assert torch.allclose(internals.T, paper_T + bias_row, atol=atol)
+    # each layer's hidden state is what the next layer reads
+    assert torch.equal(internals.E, internals.hidden_states[:-1])
+    return internals
+
+
+def test_identities_on_tiny_random_model(tiny_model, tokenizer):
+    check_identities(tiny_model, helpers.encode(tokenizer, SENTENCE, model=tiny_model), atol=1e-5)
+
+
+def test_identities_on_the_real_model(real_model):
+    model, tokenizer = real_model
+    internals = check_identities(model, helpers.encode(tokenizer, LONG_TEXT, model=model), atol=1e-5)
+    assert internals.n > 32  # long enough that d_s > d_v
+
+
+def test_rank_of_T_is_at_most_d_v(tiny_model, tokenizer):
+    internals = helpers.capture(tiny_model, helpers.encode(tokenizer, LONG_TEXT, model=tiny_model))
+    ranks = torch.linalg.matrix_rank(internals.T)
+    assert internals.n > 8
+    assert int(ranks.max()) <= 8
+
+
+def test_embeddings_are_token_plus_segment_plus_position(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, SENTENCE, model=tiny_model)
+    internals = helpers.capture(tiny_model, encoding)
+    emb = tiny_model.embeddings
+    ids = encoding["input_ids"][0]
+    n = ids.shape[0]
+    expected = emb.word_embeddings(ids) + emb.token_type_embeddings(encoding["token_type_ids"][0]) \
+        + emb.position_embeddings(torch.arange(n))
+    assert torch.allclose(internals.embeddings, expected, atol=1e-6)
+
+
+def test_training_mode_is_rejected(tokenizer):
+    model = make_tiny_bert().train()
+    with pytest.raises(ValueError, match="eval"):
+        helpers.capture(model, helpers.encode(tokenizer, SENTENCE))
+
+
+def test_batch_is_rejected(tiny_model, tokenizer):
+    batch = tokenizer([SENTENCE, SENTENCE], return_tensors="pt")
+    with pytest.raises(ValueError, match="one sequence"):
+        helpers.capture(tiny_model, batch)
+
+
+def test_sdpa_model_is_rejected_by_capture(tokenizer):
+    model = make_tiny_bert(attn_implementation="sdpa")
+    with pytest.raises(helpers.UnsupportedModelError):
+        helpers.capture(model, helpers.encode(tokenizer, SENTENCE))

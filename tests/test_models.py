@@ -1,0 +1,58 @@
+import pytest
+import torch
+
+import helpers
+from helpers.models import BERT_BASE, ModelLoadError, UnsupportedModelError
+
+from .conftest import make_tiny_bert
+
+
+def test_default_model_loads_offline_in_eval_with_eager_attention(real_model):
+    model, tokenizer = real_model
+    assert not model.training
+    assert model.config._attn_implementation == "eager"
+    arch = helpers.describe(model)
+    assert (arch.name, arch.layers, arch.heads, arch.d, arch.d_v) == ("all-MiniLM-L6-v2", 6, 12, 384, 32)
+    assert tokenizer.convert_ids_to_tokens([101, 102]) == ["[CLS]", "[SEP]"]
+
+
+def test_describe_matches_bert_base_numbers():
+    assert (BERT_BASE.layers, BERT_BASE.heads, BERT_BASE.d, BERT_BASE.d_v) == (12, 12, 768, 64)
+    assert BERT_BASE.as_row()["identifiable up to d_s"] == 64
+
+
+def test_hub_name_offline_gives_one_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match="bundled default"):
+        helpers.load_model("no-such-org/no-such-bert-model")
+
+
+def test_sdpa_model_is_rejected():
+    model = make_tiny_bert(attn_implementation="sdpa")
+    with pytest.raises(UnsupportedModelError, match="eager"):
+        helpers.check_supported(model)
+
+
+def test_non_bert_architecture_is_rejected():
+    from transformers import GPT2Config, GPT2Model
+
+    model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16))
+    with pytest.raises(UnsupportedModelError, match="BERT-family"):
+        helpers.check_supported(model)
+
+
+def test_task_head_model_points_to_its_encoder():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, attn_implementation="eager")
+    with pytest.raises(UnsupportedModelError, match=r"\.bert"):
+        helpers.check_supported(BertForSequenceClassification(config))
+
+
+def test_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="folder"):
+        helpers.load_model(str(tmp_path))

@@ -1,0 +1,52 @@
+import pytest
+
+import helpers
+from helpers.text import check_single_sequence
+
+from .conftest import SENTENCE, make_tiny_bert
+
+
+def test_encode_is_one_unpadded_sequence(tokenizer):
+    encoding = helpers.encode(tokenizer, SENTENCE)
+    assert encoding["input_ids"].shape[0] == 1
+    tokens = helpers.tokens_of(tokenizer, encoding)
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    assert check_single_sequence(encoding) == len(tokens)
+
+
+def test_sentence_pair_has_two_segments(tokenizer):
+    encoding = helpers.encode(tokenizer, "A dog barked.", "The dog was loud.")
+    types = encoding["token_type_ids"][0].tolist()
+    assert types[0] == 0 and types[-1] == 1
+    assert helpers.tokens_of(tokenizer, encoding).count("[SEP]") == 2
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_text_is_rejected(tokenizer, text):
+    with pytest.raises(ValueError, match="empty"):
+        helpers.encode(tokenizer, text)
+
+
+def test_empty_pair_is_rejected(tokenizer):
+    with pytest.raises(ValueError, match="text_pair is empty"):
+        helpers.encode(tokenizer, "fine", " ")
+
+
+def test_non_string_is_rejected(tokenizer):
+    with pytest.raises(TypeError):
+        helpers.encode(tokenizer, ["a", "list"])
+
+
+def test_text_longer_than_the_model_is_rejected(tokenizer):
+    model = make_tiny_bert(max_positions=16)
+    with pytest.raises(ValueError, match="at most 16"):
+        helpers.encode(tokenizer, "word " * 40, model=model)
+
+
+def test_padded_batch_is_rejected(tokenizer):
+    batch = tokenizer(["short", "a much longer sentence here"], padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="one sequence"):
+        check_single_sequence(batch)
+    single = tokenizer(["short"], padding="max_length", max_length=8, return_tensors="pt")
+    with pytest.raises(ValueError, match="padded"):
+        check_single_sequence(single)
