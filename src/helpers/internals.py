@@ -154,3 +154,18 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
 def attention_from_qk(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
     """softmax(Q K^T / sqrt(d_v)) for Q, K: (..., n, d_v) -> (..., n, n)."""
     return torch.softmax(Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5, dim=-1)
+
+
+@torch.no_grad()
+def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+    """The rest of a BERT layer after the heads: residual, LayerNorm, feed-forward.
+
+    attention_output: (n, d) the dense output ``sum_h A_h T_h + b^O``;
+    E: (n, d) the layer input. Returns the layer output (n, d), i.e. the
+    next hidden state. Shows that the layer sees attention only through A T.
+    """
+    if attention_output.shape != E.shape or E.dim() != 2:
+        raise ValueError(f"attention_output and E must both be (n, d); got {tuple(attention_output.shape)} and {tuple(E.shape)}.")
+    block = model.encoder.layer[layer]
+    attended = block.attention.output.LayerNorm(attention_output + E)
+    return block.output(block.intermediate(attended), attended)
