@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
-PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --sanitize-with tests/nbval_sanitize.cfg
+PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: test book bench notebooks clean
 

@@ -85,3 +85,12 @@ def test_finish_layer_turns_head_outputs_into_the_next_hidden_state(tiny_model, 
 def test_finish_layer_rejects_mismatched_shapes(tiny_model):
     with pytest.raises(ValueError, match="both be"):
         helpers.finish_layer(tiny_model, 0, torch.zeros(3, 32), torch.zeros(4, 32))
+
+
+def test_rebuild_hidden_states_on_the_real_model(real_model):
+    model, tokenizer = real_model
+    internals = helpers.capture(model, helpers.encode(tokenizer, SENTENCE, "A second segment follows.", model=model))
+    rebuilt = helpers.rebuild_hidden_states(model, internals)
+    assert torch.allclose(rebuilt, internals.hidden_states[1:], atol=1e-4)
+    names = [row["tensor"] for row in internals.shape_table()]
+    assert names[:2] == ["x", "E"] and "T" in names

@@ -3,7 +3,7 @@
 Data flows one way: text -> models -> internals -> method modules -> plots.
 """
 from .data import DataUnavailableError, Example, load_corpus, load_glue
-from .internals import Internals, attention_from_qk, capture, finish_layer, head_weights
+from .internals import Internals, attention_from_qk, capture, finish_layer, head_weights, rebuild_hidden_states
 from .linalg import left_null_space, numerical_rank
 from .models import (
     BERT_BASE,

@@ -68,6 +68,21 @@ class Internals:
         """sum_h A_h T_h + b^O: (L, n, d); equals ``attention_output``."""
         return self.head_outputs().sum(dim=1) + self.b_O[:, None, :]
 
+    def shape_table(self) -> list[dict]:
+        """One row per tensor: name, shape (as a string), what it holds."""
+        rows = [
+            ("x", self.embeddings, "input embeddings: token + segment + position"),
+            ("E", self.E, "input of each layer"),
+            ("Q, K", self.Q, "queries and keys per head"),
+            ("V", self.V, "values per head, E W^V + b^V"),
+            ("A", self.A, "attention probabilities (rows sum to 1)"),
+            ("H", self.H, "the head's rows of the output projection W^O"),
+            ("T", self.T, "T = V H, what A multiplies"),
+            ("attention_output", self.attention_output, "sum over heads of A T, plus b^O"),
+            ("hidden_states", self.hidden_states, "embedding output, then each layer's output"),
+        ]
+        return [{"tensor": name, "shape": " x ".join(map(str, t.shape)), "holds": holds} for name, t, holds in rows]
+
 
 def head_weights(model: PreTrainedModel, layer: int) -> dict[str, torch.Tensor]:
     """Per-head weight slices of one layer.
@@ -169,3 +184,13 @@ def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Ten
     block = model.encoder.layer[layer]
     attended = block.attention.output.LayerNorm(attention_output + E)
     return block.output(block.intermediate(attended), attended)
+
+
+def rebuild_hidden_states(model: PreTrainedModel, internals: Internals) -> torch.Tensor:
+    """Each layer's output recomputed from the head outputs A_h T_h alone: (L, n, d).
+
+    Layer l uses ``sum_h A_h T_h + b^O`` and the layer input E_l; compare with
+    ``internals.hidden_states[1:]``.
+    """
+    attention = internals.reconstructed_attention_output()
+    return torch.stack([finish_layer(model, l, attention[l], internals.E[l]) for l in range(internals.layers)])
