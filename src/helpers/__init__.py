@@ -4,7 +4,17 @@ Data flows one way: text -> models -> internals -> method modules -> plots.
 """
 from .data import DataUnavailableError, Example, load_corpus, load_glue
 from .internals import Internals, attention_from_qk, capture, finish_layer, head_weights, rebuild_hidden_states
-from .linalg import left_null_space, numerical_rank
+from .effective import (
+    EffectiveAttention,
+    attention_to,
+    effective_attention,
+    effective_attention_of,
+    effective_attention_sweep,
+    pearson,
+    summarise_token_classes,
+    token_classes,
+)
+from .linalg import left_null_space, numerical_rank, range_basis
 from .models import (
     BERT_BASE,
     DEFAULT_MODEL,
@@ -16,6 +26,41 @@ from .models import (
     describe,
     load_model,
 )
+from .lp_bounds import AttentionBounds, attention_bounds, extreme_alternative
+from .nullspace import (
+    AlternativeFamily,
+    alternative_family,
+    compare_null_spaces,
+    null_direction,
+    null_projection,
+    null_space_dimensions,
+    prefix_encoding,
+    principal_angles,
+    rank_sweep,
+    same_output_towards,
+    simplex_null_space,
+    step_range,
+    validity,
+)
+from .patching import AttentionPatch, hidden_state_change, patch_attention, run_patched
+from .hidden_tokens import HiddenTokens, collect_hidden_tokens
+from .probes import (
+    COMBINATIONS,
+    LayerProbes,
+    TokenMap,
+    chance_rate,
+    evaluate_map,
+    fit_map,
+    fit_token_map,
+    fraction_curve,
+    generalisation_matrix,
+    identifiability_rate,
+    nearest_in_sentence,
+    neighbour_rates,
+    probe_layers,
+    split_by_sentence,
+)
+from .widgets import NullSpaceExplorer
 from .notebook import setup_notebook
 from .plots import token_heatmap
 from .text import encode, tokens_of

@@ -47,3 +47,19 @@ def left_null_space(M: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor
     U, S, _ = torch.linalg.svd(M.double(), full_matrices=True)
     rank = int((S > singular_value_tolerance(S, rtol)).sum())
     return U[:, rank:].to(M.dtype)
+
+
+def range_basis(M: torch.Tensor, rtol: float = DEFAULT_RTOL) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched orthonormal basis of the column space of M, with its numerical rank.
+
+    M: (..., n, m) -> ``(U, rank)`` with ``U: (..., n, min(n, m))`` in float64
+    and ``rank: (...,)``. The first ``rank`` columns of U are the left singular
+    vectors above ``rtol * max singular value``; the remaining columns are zero,
+    so ``U @ U^T`` is the orthogonal projector onto range(M) for every matrix of
+    the batch at once (its complement projects onto LN(M)).
+    """
+    _check_matrix(M)
+    U, S, _ = torch.linalg.svd(M.double(), full_matrices=False)
+    rank = (S > singular_value_tolerance(S, rtol)[..., None]).sum(dim=-1)
+    keep = torch.arange(S.shape[-1], device=S.device) < rank[..., None]  # (..., k)
+    return U * keep[..., None, :].to(U.dtype), rank

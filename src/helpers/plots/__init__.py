@@ -1,3 +1,14 @@
 """Figures. A plot never computes a method: it draws what the method modules return."""
+from .effective import plot_attention_split, plot_correlation_vs_length, plot_token_class_attention
 from .heatmaps import token_heatmap
+from .nullspace import (
+    plot_attention_comparison,
+    plot_family_rows,
+    plot_hidden_change,
+    plot_lp_ranges,
+    plot_null_space_angles,
+    plot_null_step,
+    plot_rank_sweep,
+)
+from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style

@@ -1,0 +1,315 @@
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import helpers  # noqa: E402
+from helpers import probes  # noqa: E402
+from helpers.hidden_tokens import HiddenTokens  # noqa: E402
+
+IDENTITY, ROTATION, NOISY, INDEPENDENT, SHIFTED = range(5)
+
+
+def synthetic_tokens(sentences: int = 60, d: int = 16, seed: int = 0) -> HiddenTokens:
+    """Hidden 'layers' whose relation to the inputs is known.
+
+    0: the inputs; 1: an orthogonal rotation of them; 2: inputs + small noise;
+    3: independent of the inputs; 4: the rotated input of the next token
+    (the last token of a sequence gets noise).
+    """
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(6, 21, (sentences,), generator=g)
+    N = int(lengths.sum())
+    x = torch.randn(N, d, generator=g)
+    Q = torch.linalg.qr(torch.randn(d, d, generator=g))[0]
+    sentence = torch.arange(sentences).repeat_interleave(lengths)
+    position = torch.cat([torch.arange(int(n)) for n in lengths])
+    shifted = torch.randn(N, d, generator=g)
+    has_next = torch.cat([sentence[1:] == sentence[:-1], torch.tensor([False])])
+    shifted[has_next] = x[1:][has_next[:-1]] @ Q
+    hidden = torch.stack([x, x @ Q, x + 0.01 * torch.randn(N, d, generator=g), torch.randn(N, d, generator=g), shifted])
+    return HiddenTokens(hidden, x, sentence, position, torch.zeros(N, dtype=torch.long))
+
+
+@pytest.fixture(scope="module")
+def split():
+    return probes.split_by_sentence(synthetic_tokens(), test_fraction=0.4, seed=0)
+
+
+def rate(split, layer, kind, loss, **options):
+    train, test = split
+    return probes.evaluate_map(probes.fit_token_map(train, layer, kind, loss, **options), test)
+
+
+# ------------------------------------------------------------------ known answers
+
+
+@pytest.mark.parametrize("loss", ["l2", "cosine"])
+def test_rotation_is_undone_by_a_linear_map_not_by_the_naive_one(split, loss):
+    assert rate(split, ROTATION, "linear", loss) == 1.0
+    assert rate(split, ROTATION, "mlp", loss, epochs=2) == 1.0
+    assert rate(split, ROTATION, "naive", loss) < 0.4
+    assert rate(split, IDENTITY, "naive", loss) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["naive", "linear"])
+def test_small_noise_keeps_tokens_identifiable(split, kind):
+    assert rate(split, NOISY, kind, "l2") == 1.0
+    assert rate(split, NOISY, kind, "cosine") == 1.0
+
+
+@pytest.mark.parametrize("kind, loss", [("naive", "cosine"), ("linear", "l2"), ("linear", "cosine"), ("mlp", "l2")])
+def test_independent_hidden_tokens_are_at_chance(split, kind, loss):
+    chance = probes.chance_rate(split[1])
+    assert 0.05 < chance < 0.15
+    assert abs(rate(split, INDEPENDENT, kind, loss) - chance) < 0.05
+
+
+def test_neighbour_is_recovered_at_its_offset_only(split):
+    train, test = split
+    table = probes.neighbour_rates(train, test, offsets=[-1, 0, 1], layers=[SHIFTED], kind="linear", loss="l2", progress=False)
+    by_offset = dict(zip(table["offset"], table["rate"]))
+    assert by_offset[1] == 1.0
+    assert by_offset[0] < 0.4 and by_offset[-1] < 0.4
+
+
+def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
+    train, test = split
+    offsets = [-2, 1]
+    table = probes.neighbour_rates(train, test, offsets=offsets, layers=[NOISY], kind="linear", loss="l2", progress=False)
+    rows, targets = probes._interior(train, offsets)
+    test_rows, test_targets = probes._interior(test, offsets)
+    for k, got in zip(offsets, table["rate"]):
+        fitted = probes.fit_map(train.hidden[NOISY, rows], train.inputs[targets[k]], "linear", "l2")
+        nearest = probes.nearest_in_sentence(fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.inputs, test.sentence, "l2")
+        assert got == (nearest == test_targets[k]).float().mean().item()
+    # the general path (one fit per offset) finds the shifted neighbour too
+    cosine = probes.neighbour_rates(train, test, offsets=[0, 1], layers=[SHIFTED], kind="linear", loss="cosine", progress=False)
+    assert cosine["rate"].tolist()[1] == 1.0 and cosine["rate"].tolist()[0] < 0.4
+    with pytest.raises(ValueError, match="too short"):
+        probes.neighbour_rates(train, test, offsets=[-30, 30], progress=False)
+
+
+# ------------------------------------------------------------------ maps
+
+
+def test_linear_l2_is_the_least_squares_solution():
+    g = torch.Generator().manual_seed(1)
+    h, x = torch.randn(200, 8, generator=g), torch.randn(200, 5, generator=g)
+    fitted = probes.fit_map(h, x, "linear", "l2", ridge=0.0)
+    X = torch.cat([h, torch.ones(200, 1)], dim=1).double()
+    solution = torch.linalg.lstsq(X, x.double()).solution
+    assert torch.allclose(fitted(h).double(), X @ solution, atol=1e-5)
+    # badly scaled features (like BERT's outlier dimensions) change nothing
+    scaled = h * torch.logspace(-3, 3, 8)
+    fitted = probes.fit_map(scaled, x, "linear", "l2", ridge=0.0)
+    assert torch.allclose(fitted(scaled).double(), X @ solution, atol=1e-4)
+    with pytest.raises(ValueError, match="ridge > 0"):
+        probes.fit_map(torch.cat([h, h[:, :1]], dim=1), x, "linear", "l2", ridge=0.0)
+
+
+def test_cosine_training_lowers_the_cosine_loss(split):
+    train, _ = split
+    h, x = train.hidden[INDEPENDENT], train.inputs
+    threads = torch.get_num_threads()
+    start = probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
+    trained = probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
+    mlp = probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
+    assert torch.get_num_threads() == threads  # the one-thread training loop restores the setting
+    loss = lambda m: probes._loss(m(h), x, "cosine").item()
+    assert loss(trained) < loss(start) - 1e-3
+    assert loss(mlp) < loss(start) - 1e-3
+
+
+def test_mlp_is_seeded(split):
+    train, _ = split
+    h, x = train.hidden[NOISY], train.inputs
+    a, b = (probes.fit_map(h, x, "mlp", "l2", seed=3, epochs=1) for _ in range(2))
+    c = probes.fit_map(h, x, "mlp", "l2", seed=4, epochs=1)
+    assert torch.equal(a(h), b(h))
+    assert not torch.equal(a(h), c(h))
+
+
+def test_bad_map_input():
+    h = torch.randn(10, 4)
+    with pytest.raises(ValueError, match="map kind"):
+        probes.fit_map(h, h, "quadratic")
+    with pytest.raises(ValueError, match="loss"):
+        probes.fit_map(h, h, "linear", "l1")
+    with pytest.raises(ValueError, match="training set is empty"):
+        probes.fit_map(torch.zeros(0, 4), torch.zeros(0, 4))
+    with pytest.raises(ValueError, match="must match row for row"):
+        probes.fit_map(h, h[:9])
+    with pytest.raises(ValueError, match="one size"):
+        probes.fit_map(h, torch.randn(10, 3), "naive")
+    with pytest.raises(ValueError, match=r"\(N, d\)"):
+        probes.fit_map(h[0], h[0])
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        probes.fit_map(h.numpy(), h)
+
+
+# ------------------------------------------------------------------ nearest token, rates
+
+
+def brute_force_nearest(queries, query_sentence, inputs, input_sentence, distance):
+    out = []
+    for q, s in zip(queries, query_sentence):
+        rows = torch.nonzero(input_sentence == s).squeeze(1)
+        if distance == "l2":
+            scores = ((inputs[rows] - q) ** 2).sum(-1)
+        else:
+            scores = -torch.nn.functional.cosine_similarity(inputs[rows], q[None], dim=-1)
+        out.append(rows[scores.argmin()])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("distance", ["l2", "cosine"])
+def test_nearest_matches_brute_force_and_stays_in_the_sentence(distance):
+    tokens = synthetic_tokens(sentences=12, seed=2)
+    g = torch.Generator().manual_seed(0)
+    shuffle = torch.randperm(len(tokens), generator=g)  # order must not matter
+    queries = torch.randn(len(tokens), 16, generator=g)[shuffle]
+    query_sentence = tokens.sentence[shuffle]
+    found = probes.nearest_in_sentence(queries, query_sentence, tokens.inputs, tokens.sentence, distance)
+    assert torch.equal(tokens.sentence[found], query_sentence)
+    assert torch.equal(found, brute_force_nearest(queries, query_sentence, tokens.inputs, tokens.sentence, distance))
+
+
+def test_rates_of_exact_and_shifted_predictions():
+    tokens = synthetic_tokens(sentences=10, seed=3)
+    x, s, p = tokens.inputs, tokens.sentence, tokens.position
+    for distance in ("l2", "cosine"):
+        assert probes.identifiability_rate(x, x, s, distance) == 1.0
+        assert probes.identifiability_rate(3 * x, x, s, "cosine") == 1.0
+    # predicting x_{i+1} from token i: perfect at offset +1, never right at offset 0
+    sources, targets = probes.neighbour_rows(s, p, 1)
+    predicted = torch.zeros_like(x)
+    predicted[sources] = x[targets]
+    assert probes.identifiability_rate(predicted, x, s, "l2", position=p, offset=1) == 1.0
+    assert probes.identifiability_rate(predicted[sources], x[sources], s[sources], "l2") == 0.0
+
+
+def test_neighbour_rows_by_brute_force():
+    tokens = synthetic_tokens(sentences=5, seed=4)
+    for offset in (-3, -1, 2):
+        sources, targets = probes.neighbour_rows(tokens.sentence, tokens.position, offset)
+        expected = [(i, j) for i in range(len(tokens)) for j in range(len(tokens))
+                    if tokens.sentence[i] == tokens.sentence[j] and tokens.position[j] == tokens.position[i] + offset]
+        assert list(zip(sources.tolist(), targets.tolist())) == expected
+
+
+def test_chance_rate_is_mean_inverse_length():
+    tokens = synthetic_tokens(sentences=7, seed=5)
+    # each token is right with probability 1 / (its sequence's length): the mean is S / N
+    assert probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
+    # and a map that guesses uniformly at random scores that on average
+    g = torch.Generator().manual_seed(0)
+    guesses = [probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.inputs, tokens.sentence)
+               for _ in range(200)]
+    assert sum(guesses) / len(guesses) == pytest.approx(probes.chance_rate(tokens), abs=0.01)
+
+
+def test_bad_rate_input():
+    x, s = torch.randn(6, 4), torch.tensor([0, 0, 0, 1, 1, 1])
+    with pytest.raises(ValueError, match="map to input space"):
+        probes.nearest_in_sentence(torch.randn(6, 3), s, x, s)
+    with pytest.raises(ValueError, match="No tokens"):
+        probes.nearest_in_sentence(torch.zeros(0, 4), s[:0], x, s)
+    with pytest.raises(ValueError, match="no input tokens"):
+        probes.nearest_in_sentence(x, torch.tensor([0, 0, 0, 2, 2, 2]), x, s)
+    with pytest.raises(ValueError, match="distance"):
+        probes.nearest_in_sentence(x, s, x, s, "manhattan")
+    with pytest.raises(ValueError, match="one per token"):
+        probes.identifiability_rate(x[:5], x, s)
+    with pytest.raises(ValueError, match="positions"):
+        probes.identifiability_rate(x, x, s, offset=1)
+    with pytest.raises(ValueError, match="No token has a neighbour"):
+        probes.identifiability_rate(x, x, s, position=torch.tensor([0, 1, 2, 0, 1, 2]), offset=5)
+
+
+# ------------------------------------------------------------------ splits and experiments
+
+
+def test_split_is_by_whole_sentences():
+    tokens = synthetic_tokens(sentences=30, seed=6)
+    train, test = probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
+    assert not torch.isin(train.sentence_ids, test.sentence_ids).any()
+    assert torch.equal(torch.cat([train.sentence_ids, test.sentence_ids]).sort().values, tokens.sentence_ids)
+    assert len(test.sentence_ids) == 9 and len(train) + len(test) == len(tokens)
+    for part in (train, test):
+        assert torch.equal(part.lengths, tokens.lengths[part.sentence_ids])  # no sentence cut in two
+    again, _ = probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
+    other, _ = probes.split_by_sentence(tokens, test_fraction=0.3, seed=2)
+    assert torch.equal(again.sentence_ids, train.sentence_ids)
+    assert not torch.equal(other.sentence_ids, train.sentence_ids)
+
+
+def test_bad_splits_and_leaks():
+    tokens = synthetic_tokens(sentences=10, seed=7)
+    for fraction in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="test_fraction"):
+            probes.split_by_sentence(tokens, fraction)
+    with pytest.raises(ValueError, match="at least two sequences"):
+        probes.split_by_sentence(tokens.select([0]))
+    train, test = probes.split_by_sentence(tokens, 0.3)
+    leaky = tokens.select(torch.cat([test.sentence_ids, train.sentence_ids[:1]]))
+    for run in (lambda: probes.probe_layers(train, leaky, progress=False),
+                lambda: probes.fraction_curve(train, leaky, progress=False),
+                lambda: probes.neighbour_rates(train, leaky, progress=False)):
+        with pytest.raises(ValueError, match="both the training and the test set"):
+            run()
+
+
+def test_probe_layers_table_maps_and_generalisation(split):
+    train, test = split
+    combos = [("naive", "cosine"), ("linear", "l2")]
+    result = probes.probe_layers(train, test, combos, layers=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
+    assert list(result.table.columns) == ["map", "loss", "layer", "test", "train"]
+    assert (result.table.query("layer == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
+    assert len(result.table) == 6 and set(result.maps) == set(combos)
+    assert [m.layer for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
+    matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, layers=[IDENTITY, ROTATION, INDEPENDENT])
+    rates = result.table.query("map == 'linear'")["test"].to_numpy()
+    assert torch.allclose(matrix.diagonal().double(), torch.tensor(rates))  # the diagonal is the per-layer rate
+    assert matrix[0, 1] < 0.4  # a map for the identity layer does not undo the rotation
+    with pytest.raises(ValueError, match="No maps"):
+        probes.generalisation_matrix([], test)
+    with pytest.raises(ValueError, match="offset 0"):
+        probes.generalisation_matrix([probes.fit_token_map(train, SHIFTED, "linear", "l2", offset=1)], test)
+    with pytest.raises(ValueError, match="out of range"):
+        probes.probe_layers(train, test, combos, layers=[9], progress=False)
+    with pytest.raises(ValueError, match="map kind"):
+        probes.probe_layers(train, test, [("cubic", "l2")], progress=False)
+
+
+def test_fraction_curve_uses_nested_growing_subsets(split):
+    train, test = split
+    table = probes.fraction_curve(train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", layer=ROTATION, progress=False)
+    assert table["sentences"].tolist() == [round(0.5 * len(train.sentence_ids) + 0.49), len(train.sentence_ids)]
+    assert (table["rate"] == 1.0).all()
+    with pytest.raises(ValueError, match="fractions"):
+        probes.fraction_curve(train, test, fractions=(0.0, 1.0), progress=False)
+
+
+# ------------------------------------------------------------------ figures
+
+
+def test_plots_draw_and_reject_bad_tables(split):
+    train, test = split
+    result = probes.probe_layers(train, test, [("naive", "l2"), ("linear", "cosine")], layers=[0, 1], progress=False)
+    ax = helpers.plots.plot_layer_rates(result.table, chance=0.1)
+    assert len(ax.lines) == 3
+    helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0, 1], test_layers=[0, 1])
+    helpers.plots.plot_fraction_curve(pd.DataFrame({"map": ["mlp"], "fraction": [1.0], "rate": [0.8]}),
+                                      paper=probes.PAPER_FRACTION_CURVE)
+    helpers.plots.plot_neighbour_rates(pd.DataFrame({"layer": [1, 1], "offset": [-1, 1], "rate": [0.2, 0.3]}))
+    plt.close("all")
+    with pytest.raises(ValueError, match="missing"):
+        helpers.plots.plot_layer_rates(result.table.drop(columns="loss"))
+    with pytest.raises(ValueError, match="layer labels"):
+        helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0])
+    with pytest.raises(TypeError, match="DataFrame"):
+        helpers.plots.plot_neighbour_rates({"layer": [1]})
