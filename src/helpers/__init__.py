@@ -60,6 +60,22 @@ from .probes import (
     probe_layers,
     split_by_sentence,
 )
+from .attribution import (
+    Attribution,
+    attribute_examples,
+    cls_around_separator,
+    cls_segments,
+    cls_table,
+    compare_attributions,
+    contributions_from_norms,
+    distance_groups,
+    distance_table,
+    hidden_token_attribution,
+    own_input_is_largest,
+    paper_layer,
+    self_contribution,
+    self_contribution_table,
+)
 from .widgets import NullSpaceExplorer
 from .notebook import setup_notebook
 from .plots import token_heatmap

@@ -1,4 +1,12 @@
 """Figures. A plot never computes a method: it draws what the method modules return."""
+from .attribution import (
+    plot_cls,
+    plot_contribution_maps,
+    plot_distance_groups,
+    plot_estimate_vs_exact,
+    plot_not_largest_share,
+    plot_self_contribution,
+)
 from .effective import plot_attention_split, plot_correlation_vs_length, plot_token_class_attention
 from .heatmaps import token_heatmap
 from .nullspace import (

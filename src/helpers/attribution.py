@@ -1,0 +1,434 @@
+"""Hidden Token Attribution (paper section 5): how much each input token feeds each hidden token.
+
+For layer l, hidden token i and input token j,
+
+    c^l_ij = ||J^l_ij||_F / sum_k ||J^l_ik||_F,      J^l_ij = d e^l_i / d x_j  (d x d),
+
+with x_j the raw input embedding (token + segment + position, before the
+embedding LayerNorm). The norms come from forward mode (``helpers.jacobians``):
+exact with d tangents per input token, or a seeded Hutchinson estimate with
+``probes`` random orthonormal tangents per input token.
+
+The summaries below turn one or many ``Attribution`` results into the
+quantities of the paper's figures: the token's own share c_ii, whether its own
+input is the largest contributor, context by relative distance, and what the
+[CLS] token gathers on sentence pairs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from transformers import BatchEncoding, PreTrainedModel
+
+from . import jacobians
+from .internals import capture
+from .models import check_supported
+from .text import check_single_sequence, encode
+
+__all__ = [
+    "METHODS",
+    "PAPER_HTA",
+    "Attribution",
+    "hidden_token_attribution",
+    "attribute_examples",
+    "contributions_from_norms",
+    "self_contribution",
+    "own_input_is_largest",
+    "distance_groups",
+    "cls_segments",
+    "cls_around_separator",
+    "compare_attributions",
+    "paper_layer",
+    "self_contribution_table",
+    "distance_table",
+    "cls_table",
+]
+
+METHODS = ("exact", "estimate")
+
+# The paper's figures for BERT-Base (12 layers) on MRPC, paper section 5 / appendix C.
+PAPER_HTA = {
+    "layers": 12,
+    "median_self_contribution": {1: 0.306, 6: 0.144, 12: 0.107},
+    "share_own_input_not_largest": {1: 0.0, 2: 0.0, 3: 0.0, 6: 0.18, 11: 0.30, 12: 0.30},
+}
+
+DEFAULT_BINS = ((1, 5), (6, 10), (11, None))
+
+
+@dataclass
+class Attribution:
+    """Hidden Token Attribution of one sequence of n tokens, for the layers in ``layers``.
+
+    ``contributions[k, i, j]`` is c^l_ij for ``l = layers[k]`` (1-based: layer l's
+    output); rows sum to 1. ``norms[k, i, j]`` is ||J^l_ij||_F. Tensors live on the CPU.
+    """
+
+    contributions: torch.Tensor  # (len(layers), n, n)
+    norms: torch.Tensor  # (len(layers), n, n)
+    layers: tuple[int, ...]
+    num_layers: int  # depth of the model, for relative depth
+    method: str
+    probes: int | None  # None for the exact norms
+    input_ids: torch.Tensor  # (n,)
+    token_type_ids: torch.Tensor  # (n,)
+
+    @property
+    def n(self) -> int:
+        return self.contributions.shape[-1]
+
+    @property
+    def relative_depth(self) -> np.ndarray:
+        """layer / L for each entry of ``layers``."""
+        return np.array(self.layers, dtype=float) / self.num_layers
+
+    def at(self, layer: int) -> torch.Tensor:
+        """c^l for one 1-based layer number: (n, n)."""
+        if layer not in self.layers:
+            raise ValueError(f"Layer {layer} was not computed; this result holds layers {list(self.layers)}.")
+        return self.contributions[self.layers.index(layer)]
+
+
+def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
+    """c_ij = norms_ij / sum_k norms_ik for norms: (..., n, n); rows sum to 1."""
+    if norms.dim() < 2 or norms.shape[-1] != norms.shape[-2]:
+        raise ValueError(f"norms must be (..., n, n); got {tuple(norms.shape)}.")
+    if (norms < 0).any():
+        raise ValueError("Norms must be non-negative.")
+    total = norms.sum(-1, keepdim=True)
+    if (total == 0).any():
+        raise ValueError("A hidden token has zero Jacobian with respect to every input token.")
+    return norms / total
+
+
+def _check_layers(layers: Sequence[int] | None, depth: int) -> tuple[int, ...]:
+    if layers is None:
+        return tuple(range(1, depth + 1))
+    layers = tuple(int(l) for l in layers)
+    if not layers:
+        raise ValueError("layers is empty; pass None for every layer.")
+    bad = [l for l in layers if not 1 <= l <= depth]
+    if bad:
+        raise ValueError(f"Layers are numbered 1..{depth} (layer l's output); got {bad}.")
+    return layers
+
+
+def hidden_token_attribution(
+    model: PreTrainedModel,
+    encoding: BatchEncoding,
+    method: str = "exact",
+    probes: int = 32,
+    layers: Sequence[int] | None = None,
+    seed: int = 0,
+    chunk_size: int | None = None,
+    memory_mb: float = jacobians.DEFAULT_MEMORY_MB,
+    progress: bool = True,
+) -> Attribution:
+    """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
+
+    Args:
+        model: a BERT encoder with eager attention, in eval mode (``load_model``).
+        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
+        method: ``"exact"`` (d forward-mode tangents per input token) or
+            ``"estimate"`` (``probes`` random orthonormal tangents per input token).
+        probes: tangents per input token for the estimate, 1..d (d gives the exact values).
+        layers: 1-based layer numbers to return (default: all). Only layers up to
+            the deepest one requested are computed.
+        seed: seed of the estimate's random tangents.
+        chunk_size: tangents per batched push (default: from ``memory_mb``).
+        memory_mb: rough bound on the working memory (raise it on a large GPU).
+        progress: show a progress bar over chunks of tangents.
+
+    Returns:
+        An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layers), n, n).
+
+    Raises:
+        ValueError: unknown method, probes out of range, a sequence longer than the
+            model takes, a padded or batched encoding, layers out of range.
+        UnsupportedModelError: not a BERT encoder with eager attention.
+    """
+    if method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
+    if isinstance(probes, bool) or not isinstance(probes, (int, np.integer)):
+        raise TypeError(f"probes must be an integer, got {type(probes).__name__}.")
+    d = model.config.hidden_size
+    if not 1 <= probes <= d:
+        raise ValueError(f"probes must be between 1 and d = {d} (d gives the exact values); got {probes}.")
+    check_supported(model)
+    n = check_single_sequence(encoding)
+    limit = model.config.max_position_embeddings
+    if n > limit:
+        raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
+    layers = _check_layers(layers, model.config.num_hidden_layers)
+
+    internals = capture(model, encoding)
+    lin = jacobians.linearise(model, internals.embeddings, reference=internals.hidden_states)
+    norms = jacobians.block_norms(
+        lin,
+        probes=None if method == "exact" else int(probes),
+        depth=max(layers),
+        seed=seed,
+        chunk_size=chunk_size,
+        memory_mb=memory_mb,
+        progress=progress,
+    )
+    norms = norms[[l - 1 for l in layers]].float().cpu()
+    token_type_ids = encoding.get("token_type_ids")
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(encoding["input_ids"])
+    return Attribution(
+        contributions=contributions_from_norms(norms),
+        norms=norms,
+        layers=layers,
+        num_layers=model.config.num_hidden_layers,
+        method=method,
+        probes=None if method == "exact" else int(probes),
+        input_ids=encoding["input_ids"][0].cpu(),
+        token_type_ids=token_type_ids[0].cpu(),
+    )
+
+
+def attribute_examples(
+    model: PreTrainedModel,
+    tokenizer,
+    examples: Iterable,
+    method: str = "estimate",
+    probes: int = 32,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[Attribution]:
+    """``hidden_token_attribution`` for each example (``text_a``, optional ``text_b``).
+
+    Example k uses seed ``seed + k``, so estimates are reproducible and independent.
+    """
+    examples = list(examples)
+    iterator = examples
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(examples, desc=f"attribution ({method})", unit="example")
+    results = []
+    for index, example in enumerate(iterator):
+        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        results.append(
+            hidden_token_attribution(model, encoding, method=method, probes=probes, seed=seed + index, progress=False)
+        )
+    return results
+
+
+# ---------------------------------------------------------------- per-sequence summaries
+
+
+def self_contribution(attribution: Attribution) -> torch.Tensor:
+    """c^l_ii, each hidden token's share from its own input token: (len(layers), n)."""
+    return torch.diagonal(attribution.contributions, dim1=-2, dim2=-1)
+
+
+def own_input_is_largest(attribution: Attribution) -> torch.Tensor:
+    """True where c^l_ii is the largest contribution to hidden token i: (len(layers), n) bool."""
+    c = attribution.contributions
+    return self_contribution(attribution) >= c.max(dim=-1).values
+
+
+def _bin_label(side: str, low: int, high: int | None) -> str:
+    return f"{side} {low}+" if high is None else f"{side} {low}-{high}"
+
+
+def _distance_masks(n: int, bins: Sequence[tuple[int, int | None]]) -> tuple[list[str], torch.Tensor]:
+    """Labels and (n, n, 1 + 2 len(bins)) indicators of (i, j) in each distance group."""
+    if not bins:
+        raise ValueError("bins is empty.")
+    for low, high in bins:
+        if low < 1 or (high is not None and high < low):
+            raise ValueError(f"Each bin is (low, high) with 1 <= low <= high; got {(low, high)}.")
+    offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # offset[i, j] = j - i
+    distance = offset.abs()
+    masks, labels = [offset == 0], ["self"]
+    for side, sign in (("left", -1), ("right", 1)):
+        for low, high in bins:
+            in_bin = (distance >= low) & (distance <= (high if high is not None else n))
+            masks.append(in_bin & (torch.sign(offset) == sign))
+            labels.append(_bin_label(side, low, high))
+    return labels, torch.stack(masks, dim=-1)
+
+
+def distance_groups(
+    attribution: Attribution, bins: Sequence[tuple[int, int | None]] = DEFAULT_BINS
+) -> tuple[list[str], torch.Tensor]:
+    """Total contribution to each hidden token from its own input and from input tokens at
+    relative distance in each bin, to the left (j < i) and to the right (j > i).
+
+    bins: inclusive distance ranges ``(low, high)``, ``high=None`` for no upper end;
+        they must be disjoint and together cover every distance >= 1 for the
+        groups to add up to 1.
+
+    Returns:
+        labels ``["self", "left 1-5", ..., "right 1-5", ...]`` and
+        ``groups: (len(layers), n, 1 + 2 len(bins))``; an empty group contributes 0.
+    """
+    labels, masks = _distance_masks(attribution.n, bins)
+    return labels, torch.einsum("lij,ijg->lig", attribution.contributions, masks.to(attribution.contributions.dtype))
+
+
+def _pair_positions(attribution: Attribution) -> tuple[int, int]:
+    """(position of the first [SEP], position of the last [SEP]) of a sentence pair."""
+    types = attribution.token_type_ids
+    second = torch.nonzero(types == 1).flatten()
+    if len(second) == 0:
+        raise ValueError("This is not a sentence pair (no token_type_ids == 1); encode text and text_pair.")
+    first_sep = int(second[0]) - 1
+    if first_sep < 2:
+        raise ValueError("The first segment is empty.")
+    return first_sep, attribution.n - 1
+
+
+CLS_SEGMENTS = ("[CLS]", "sentence 1", "first [SEP]", "sentence 2", "last [SEP]")
+
+
+def cls_segments(attribution: Attribution) -> tuple[list[str], torch.Tensor]:
+    """What [CLS] (hidden token 0) gathers from each part of a sentence pair.
+
+    Returns labels ``CLS_SEGMENTS`` and ``(len(layers), 5)`` summed contributions
+    (rows sum to 1), in the order [CLS], sentence 1, first [SEP], sentence 2, last [SEP].
+    """
+    sep, last = _pair_positions(attribution)
+    row = attribution.contributions[:, 0, :]  # (L', n)
+    parts = [row[:, :1], row[:, 1:sep], row[:, sep : sep + 1], row[:, sep + 1 : last], row[:, last:]]
+    return list(CLS_SEGMENTS), torch.stack([p.sum(-1) for p in parts], dim=-1)
+
+
+def cls_around_separator(attribution: Attribution, window: int = 3) -> tuple[list[int], torch.Tensor]:
+    """c^l_{[CLS], j} for input tokens j at offsets -window..window from the first [SEP].
+
+    Returns the offsets and ``(len(layers), 2 window + 1)``; NaN where the offset
+    falls outside the sequence.
+    """
+    if window < 0:
+        raise ValueError(f"window must be >= 0; got {window}.")
+    sep, _ = _pair_positions(attribution)
+    offsets = list(range(-window, window + 1))
+    out = torch.full((len(attribution.layers), len(offsets)), float("nan"))
+    for column, offset in enumerate(offsets):
+        if 0 <= sep + offset < attribution.n:
+            out[:, column] = attribution.contributions[:, 0, sep + offset]
+    return offsets, out
+
+
+def compare_attributions(estimate: Attribution, exact: Attribution) -> dict[str, float]:
+    """How close an estimate is to the exact contributions of the same sequence.
+
+    Returns ``median_relative_error`` and ``p95_relative_error`` of |c_est - c| / c over
+    every (layer, i, j), ``max_abs_error``, and ``top_agreement``: the share of
+    (layer, hidden token) whose largest contributor is the same input token.
+    """
+    if estimate.contributions.shape != exact.contributions.shape or estimate.layers != exact.layers:
+        raise ValueError("The two attributions cover different sequences or layers.")
+    c_est, c = estimate.contributions.double(), exact.contributions.double()
+    relative = ((c_est - c).abs() / c.clamp_min(1e-12)).flatten()
+    return {
+        "median_relative_error": float(relative.median()),
+        "p95_relative_error": float(torch.quantile(relative, 0.95)),
+        "max_abs_error": float((c_est - c).abs().max()),
+        "top_agreement": float((c_est.argmax(-1) == c.argmax(-1)).double().mean()),
+    }
+
+
+def paper_layer(layer: int, num_layers: int, paper_layers: int = PAPER_HTA["layers"]) -> float:
+    """The paper's layer at the same relative depth: layer / num_layers * paper_layers."""
+    if not 1 <= layer <= num_layers:
+        raise ValueError(f"layer must be in 1..{num_layers}; got {layer}.")
+    return layer / num_layers * paper_layers
+
+
+# ---------------------------------------------------------------- corpus-level tables
+
+
+def self_contribution_table(results: Sequence[Attribution]):
+    """One row per (example, layer, hidden token): ``example, layer, relative_depth,
+    position, self_contribution, own_is_largest``. A pandas DataFrame."""
+    import pandas as pd
+
+    frames = []
+    for index, attribution in enumerate(results):
+        own = self_contribution(attribution).numpy()
+        largest = own_input_is_largest(attribution).numpy()
+        L, n = own.shape
+        frames.append(
+            pd.DataFrame(
+                {
+                    "example": index,
+                    "layer": np.repeat(attribution.layers, n),
+                    "relative_depth": np.repeat(attribution.relative_depth, n),
+                    "position": np.tile(np.arange(n), L),
+                    "self_contribution": own.ravel(),
+                    "own_is_largest": largest.ravel(),
+                }
+            )
+        )
+    if not frames:
+        raise ValueError("No results to tabulate.")
+    return pd.concat(frames, ignore_index=True)
+
+
+def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int | None]] = DEFAULT_BINS):
+    """Context by relative distance, per layer, over all hidden tokens of all results.
+
+    A DataFrame ``layer, group, side, contribution, per_token``: ``contribution`` is the
+    mean over hidden tokens of the summed share of each group (the groups add up to
+    1), ``per_token`` the mean c_ij over every (hidden, input) pair in the group, so
+    groups of different sizes compare.
+    """
+    import pandas as pd
+
+    if not results:
+        raise ValueError("No results to tabulate.")
+    labels, totals, tokens, pairs = None, None, 0, None
+    for attribution in results:
+        if attribution.layers != results[0].layers:
+            raise ValueError("The results cover different layers.")
+        labels, groups = distance_groups(attribution, bins)
+        summed = groups.sum(dim=1)  # (L', G): summed over hidden tokens
+        counted = _distance_masks(attribution.n, bins)[1].sum(dim=(0, 1))  # (G,): (i, j) pairs in each group
+        totals = summed if totals is None else totals + summed
+        pairs = counted if pairs is None else pairs + counted
+        tokens += attribution.n
+    mean = (totals / tokens).numpy()
+    per_token = (totals / pairs.clamp_min(1)).numpy()
+    rows = []
+    for k, layer in enumerate(results[0].layers):
+        for g, label in enumerate(labels):
+            rows.append({"layer": layer, "group": label, "side": label.split()[0],
+                         "contribution": float(mean[k, g]), "per_token": float(per_token[k, g])})
+    return pd.DataFrame(rows)
+
+
+def cls_table(results: Sequence[Attribution], window: int = 3):
+    """[CLS] on sentence pairs, averaged over the results.
+
+    Returns ``(segments, around)``: DataFrames ``layer, segment, contribution,
+    per_token`` (summed share of each part and its mean per token) and ``layer,
+    offset, contribution`` (mean c_{[CLS], j} at each offset from the first [SEP]).
+    """
+    import pandas as pd
+
+    if not results:
+        raise ValueError("No results to tabulate.")
+    segment_rows, around_rows = [], []
+    for attribution in results:
+        labels, shares = cls_segments(attribution)
+        sep, last = _pair_positions(attribution)
+        sizes = [1, sep - 1, 1, last - sep - 1, 1]
+        offsets, around = cls_around_separator(attribution, window)
+        for k, layer in enumerate(attribution.layers):
+            for g, label in enumerate(labels):
+                share = float(shares[k, g])
+                segment_rows.append({"layer": layer, "segment": label, "contribution": share,
+                                     "per_token": share / sizes[g]})
+            for column, offset in enumerate(offsets):
+                around_rows.append({"layer": layer, "offset": offset, "contribution": float(around[k, column])})
+    segments = pd.DataFrame(segment_rows).groupby(["layer", "segment"], sort=False).mean().reset_index()
+    around = pd.DataFrame(around_rows).groupby(["layer", "offset"]).mean().reset_index()
+    return segments, around

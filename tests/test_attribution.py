@@ -1,0 +1,369 @@
+"""Hidden Token Attribution: forward-mode Jacobian block norms against brute force, and the summaries."""
+import pytest
+import torch
+
+import helpers
+from helpers import attribution as hta
+from helpers import jacobians, jacobians_reference
+
+from .conftest import SENTENCE, make_tiny_bert
+
+SHORT = "The cat sat on the mat."
+PAIR = ("The cat sat on the mat.", "A cat was sitting on the mat.")
+
+
+@pytest.fixture(scope="module")
+def tiny64():
+    return make_tiny_bert().double()
+
+
+def _x_and_reference(model, tokenizer, text, text_pair=None):
+    encoding = helpers.encode(tokenizer, text, text_pair, model=model)
+    internals = helpers.capture(model, encoding)
+    return encoding, internals.embeddings, internals.hidden_states
+
+
+# ---------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("explicit_ffn", [True, False])
+def test_exact_equals_brute_force_jacobian(tiny64, tokenizer, explicit_ffn):
+    _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
+    expected = jacobians_reference.brute_force_block_norms(tiny64, x)  # (L, n, n)
+    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    norms = jacobians.block_norms(lin, explicit_ffn=explicit_ffn, chunk_size=37, progress=False)
+    assert norms.shape == expected.shape
+    assert torch.allclose(norms, expected, rtol=1e-5, atol=1e-5 * float(expected.max()))
+    assert torch.allclose(hta.contributions_from_norms(norms), hta.contributions_from_norms(expected), atol=1e-5)
+
+
+def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
+    _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
+    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    full = jacobians.block_norms(lin, explicit_ffn=True, progress=False)
+    per_layer_mb = lin.n * lin.d**2 * 8 / 2**20
+    assert jacobians.prepare_ffn_jacobians(lin, 10**6, memory_mb=3 * per_layer_mb) == 1  # only layer 1 fits
+    for chunk_size in (1, 5, 1000):
+        squeezed = jacobians.block_norms(lin, explicit_ffn=True, memory_mb=3 * per_layer_mb, chunk_size=chunk_size,
+                                         progress=False)
+        assert torch.allclose(squeezed, full, rtol=1e-10)
+
+
+def test_public_api_float32_equals_brute_force(tokenizer):
+    model = make_tiny_bert(layers=3)
+    encoding, x, _ = _x_and_reference(model, tokenizer, *PAIR)
+    expected = hta.contributions_from_norms(jacobians_reference.brute_force_block_norms(model, x))
+    result = hta.hidden_token_attribution(model, encoding, progress=False)
+    assert result.layers == (1, 2, 3)
+    assert torch.allclose(result.contributions, expected, atol=1e-5)
+
+
+def test_dense_tangents_equal_jacobian_vector_products(tiny64, tokenizer):
+    _, x, hidden = _x_and_reference(tiny64, tokenizer, SENTENCE)
+    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    tangents = torch.randn(3, *x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(1))
+    expected = torch.stack(
+        [torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(tiny64, inputs), (x,), (t,))[1]
+         for t in tangents], dim=1)  # (L, 3, n, d)
+    for explicit in (True, False):
+        assert jacobians.prepare_ffn_jacobians(lin, tangents=1, explicit=explicit) == (2 if explicit else 0)
+        assert torch.allclose(jacobians.hidden_state_tangents(lin, tangents), expected, atol=1e-10)
+
+
+def test_reference_implementations_agree(tiny64, tokenizer):
+    _, x, _ = _x_and_reference(tiny64, tokenizer, "A short one.")
+    brute = jacobians_reference.brute_force_block_norms(tiny64, x)
+    assert torch.allclose(jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=2, token=1), brute[1, 1],
+                          atol=1e-10)
+    with pytest.raises(ValueError, match="layer"):
+        jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=3, token=1)
+    with pytest.raises(ValueError, match="token"):
+        jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=1, token=x.shape[0])
+    with pytest.raises(ValueError, match="eval"):
+        jacobians_reference.encoder_hidden_states(make_tiny_bert().train(), x.float())
+    assert torch.allclose(jacobians_reference.naive_block_norms(tiny64, x, progress=False), brute, atol=1e-10)
+    assert torch.allclose(jacobians_reference.functorch_block_norms(tiny64, x, chunk_size=50, progress=False), brute,
+                          atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def real_short(real_model):
+    """The real model on a four-token input, with its exact attribution (computed once)."""
+    model, tokenizer = real_model
+    encoding, x, hidden = _x_and_reference(model, tokenizer, "Hi.")
+    return model, encoding, x, hidden, hta.hidden_token_attribution(model, encoding, progress=False)
+
+
+def test_exact_on_the_real_model_equals_autograd_rows(real_short):
+    """d rows of the real model's Jacobian (one hidden token, last layer) from reverse mode."""
+    model, _, x, hidden, result = real_short
+    rows = jacobians_reference.reverse_mode_row_norms(model, x, layer=6, token=2)
+    assert torch.allclose(result.norms[-1, 2], rows, rtol=1e-4)
+    # and the linearisation reproduces torch.func.jvp through the model's own modules for dense tangents
+    lin = jacobians.linearise(model, x, reference=hidden)
+    tangents = torch.randn(2, *x.shape, generator=torch.Generator().manual_seed(0))
+    expected = torch.stack(
+        [torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs), (x,), (t,))[1]
+         for t in tangents], dim=1)
+    got = jacobians.hidden_state_tangents(lin, tangents)
+    assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
+
+
+def test_primal_pass_is_checked_against_the_model(tiny64, tokenizer):
+    _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
+    with pytest.raises(ValueError, match="does not reproduce"):
+        jacobians.linearise(tiny64, x, reference=hidden * 1.01)
+
+
+def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(tokenizer):
+    """Attention forced to the identity: every layer is position-wise, so c_ii = 1."""
+    model = make_tiny_bert(layers=2, heads=4, hidden=32)
+    slots = 8  # dims 0..7 carry a one-hot of the position, which the queries and keys read
+    with torch.no_grad():
+        embeddings = model.embeddings
+        embeddings.word_embeddings.weight[:, :slots] = 0
+        embeddings.token_type_embeddings.weight[:, :slots] = 0
+        positions = embeddings.position_embeddings.weight
+        positions[:, :slots] = 30 * torch.eye(positions.shape[0], slots)
+        for layer in model.encoder.layer:
+            for projection in (layer.attention.self.query, layer.attention.self.key):
+                projection.weight.zero_()
+                projection.bias.zero_()
+                for head in range(4):
+                    projection.weight[head * 8 : head * 8 + slots, :slots] = 20 * torch.eye(slots)
+            for dense in (layer.attention.output.dense, layer.output.dense):  # nothing writes into the slots
+                dense.weight[:slots] = 0
+                dense.bias[:slots] = 0
+    encoding = helpers.encode(tokenizer, "One two three.", model=model)
+    n = encoding["input_ids"].shape[1]
+    assert n <= slots
+    A = helpers.capture(model, encoding).A
+    assert torch.equal(A, torch.eye(n).expand_as(A))  # the construction works: attention is exactly I
+    result = hta.hidden_token_attribution(model, encoding, progress=False)
+    assert torch.allclose(hta.self_contribution(result), torch.ones(2, n), atol=1e-6)
+    assert hta.own_input_is_largest(result).all()
+
+
+# ---------------------------------------------------------------- contributions and the estimate
+
+
+def test_rows_sum_to_one_and_are_non_negative(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, *PAIR, model=tiny_model)
+    for method in hta.METHODS:
+        result = hta.hidden_token_attribution(tiny_model, encoding, method=method, probes=4, progress=False)
+        assert torch.allclose(result.contributions.sum(-1), torch.ones(2, result.n), atol=1e-6)
+        assert (result.contributions >= 0).all()
+
+
+def test_estimate_converges_to_exact_as_probes_grow(tiny64, tokenizer):
+    encoding = helpers.encode(tokenizer, SENTENCE, model=tiny64)
+    exact = hta.hidden_token_attribution(tiny64, encoding, progress=False)
+    errors = []
+    for probes in (2, 8, 24):
+        # average over seeds so the trend is the estimator's, not one draw's
+        errors.append(sum(
+            hta.compare_attributions(
+                hta.hidden_token_attribution(tiny64, encoding, "estimate", probes=probes, seed=s, progress=False), exact
+            )["median_relative_error"] for s in range(3)
+        ))
+    assert errors[0] > errors[1] > errors[2] > 0
+    full = hta.hidden_token_attribution(tiny64, encoding, "estimate", probes=32, progress=False)  # k = d: exact
+    assert torch.allclose(full.contributions, exact.contributions, atol=1e-10)
+
+
+def test_estimate_is_seeded(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, SHORT, model=tiny_model)
+    first, again, other = (hta.hidden_token_attribution(tiny_model, encoding, "estimate", probes=3, seed=s,
+                                                        progress=False) for s in (0, 0, 1))
+    assert torch.equal(first.norms, again.norms)
+    assert not torch.allclose(first.norms, other.norms)
+
+
+def test_orthonormal_probes():
+    U = jacobians.orthonormal_probes(n=3, d=10, k=4, seed=0, dtype=torch.float64)
+    assert U.shape == (3, 4, 10)
+    assert torch.allclose(U @ U.transpose(1, 2), torch.eye(4).expand(3, 4, 4).double(), atol=1e-12)
+
+
+def test_layers_subset_matches_the_full_result(tiny_model, tokenizer):
+    model = make_tiny_bert(layers=3)
+    encoding = helpers.encode(tokenizer, SHORT, model=model)
+    full = hta.hidden_token_attribution(model, encoding, progress=False)
+    some = hta.hidden_token_attribution(model, encoding, layers=[2, 1], progress=False)
+    assert some.layers == (2, 1)
+    assert torch.allclose(some.contributions, full.contributions[[1, 0]], atol=1e-6)
+    assert torch.equal(some.at(1), some.contributions[1])
+    with pytest.raises(ValueError, match="not computed"):
+        some.at(3)
+
+
+def test_estimate_on_the_real_model_is_close(real_short):
+    model, encoding, _, _, exact = real_short
+    estimate = hta.hidden_token_attribution(model, encoding, "estimate", probes=32, progress=False)
+    comparison = hta.compare_attributions(estimate, exact)
+    assert comparison["median_relative_error"] < 0.05
+    assert comparison["top_agreement"] >= 0.9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu(tokenizer):
+    model = make_tiny_bert()
+    encoding = helpers.encode(tokenizer, SHORT, model=model)
+    cpu = hta.hidden_token_attribution(model, encoding, progress=False)
+    model = model.cuda()
+    gpu = hta.hidden_token_attribution(model, encoding.to("cuda"), progress=False)
+    assert torch.allclose(gpu.contributions, cpu.contributions, atol=1e-5)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_input_is_rejected(tokenizer):
+    model = make_tiny_bert(max_positions=16)
+    encoding = helpers.encode(tokenizer, SHORT, model=model)
+    with pytest.raises(ValueError, match="Unknown method"):
+        hta.hidden_token_attribution(model, encoding, method="gradient")
+    with pytest.raises(ValueError, match="probes"):
+        hta.hidden_token_attribution(model, encoding, method="estimate", probes=0)
+    with pytest.raises(ValueError, match="probes"):
+        hta.hidden_token_attribution(model, encoding, method="estimate", probes=33)
+    with pytest.raises(TypeError, match="integer"):
+        hta.hidden_token_attribution(model, encoding, method="estimate", probes=2.5)
+    with pytest.raises(ValueError, match="numbered 1..2"):
+        hta.hidden_token_attribution(model, encoding, layers=[0])
+    with pytest.raises(ValueError, match="empty"):
+        hta.hidden_token_attribution(model, encoding, layers=[])
+    too_long = tokenizer(SENTENCE + " " + SENTENCE, return_tensors="pt")  # 30+ tokens, model takes 16
+    with pytest.raises(ValueError, match="at most 16"):
+        hta.hidden_token_attribution(model, too_long)
+    padded = tokenizer([SHORT, SENTENCE], padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="one sequence"):
+        hta.hidden_token_attribution(model, padded)
+    with pytest.raises(ValueError, match="eval"):
+        hta.hidden_token_attribution(model.train(), encoding)
+
+
+def test_unsupported_model_is_rejected(tokenizer):
+    model = make_tiny_bert(attn_implementation="sdpa")
+    with pytest.raises(helpers.UnsupportedModelError):
+        hta.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT))
+
+
+def test_decoder_layers_are_rejected(tokenizer):
+    model = make_tiny_bert()
+    for layer in model.encoder.layer:
+        layer.is_decoder = True
+    with pytest.raises(ValueError, match="encoder-only"):
+        hta.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT), progress=False)
+
+
+def test_low_level_bad_input(tiny_model, tokenizer):
+    _, x, _ = _x_and_reference(tiny_model, tokenizer, SHORT)
+    with pytest.raises(ValueError, match="width"):
+        jacobians.linearise(tiny_model, x[:, :5])
+    with pytest.raises(ValueError, match=r"\(n, d\)"):
+        jacobians.linearise(tiny_model, x[None])
+    lin = jacobians.linearise(tiny_model, x)
+    with pytest.raises(ValueError, match="depth"):
+        jacobians.block_norms(lin, depth=3)
+    with pytest.raises(ValueError, match="tangents"):
+        jacobians.hidden_state_tangents(lin, x)
+    with pytest.raises(ValueError, match="directions"):
+        next(jacobians.push_tangents(lin, torch.zeros(3, dtype=torch.long), x[:2]))
+    with pytest.raises(ValueError, match="chunk_size"):
+        jacobians.block_norms(lin, chunk_size=0)
+    with pytest.raises(ValueError, match="memory_mb"):
+        jacobians.block_norms(lin, memory_mb=0)
+    with pytest.raises(ValueError, match="probes"):
+        jacobians.orthonormal_probes(2, 4, 5)
+    with pytest.raises(ValueError, match="non-negative"):
+        hta.contributions_from_norms(-torch.ones(2, 2))
+    with pytest.raises(ValueError, match="zero Jacobian"):
+        hta.contributions_from_norms(torch.zeros(2, 2))
+    with pytest.raises(ValueError, match=r"\(\.\.\., n, n\)"):
+        hta.contributions_from_norms(torch.ones(2, 3))
+
+
+# ---------------------------------------------------------------- summaries
+
+
+@pytest.fixture(scope="module")
+def pair_result(tokenizer):
+    model = make_tiny_bert(layers=3)
+    encoding = helpers.encode(tokenizer, SENTENCE, "Debate over the budget went on for hours.", model=model)
+    return hta.hidden_token_attribution(model, encoding, progress=False)
+
+
+def test_distance_groups_partition_the_contributions(pair_result):
+    labels, groups = hta.distance_groups(pair_result)
+    assert labels == ["self", "left 1-5", "left 6-10", "left 11+", "right 1-5", "right 6-10", "right 11+"]
+    assert groups.shape == (3, pair_result.n, 7)
+    assert torch.allclose(groups.sum(-1), torch.ones(3, pair_result.n), atol=1e-6)
+    assert torch.allclose(groups[..., 0], hta.self_contribution(pair_result))
+    assert torch.all(groups[:, 0, 1:4] == 0)  # the first token has nothing to its left
+    assert torch.allclose(groups[:, 3, 1], pair_result.contributions[:, 3, :3].sum(-1))
+    with pytest.raises(ValueError, match="low <= high"):
+        hta.distance_groups(pair_result, bins=((0, 3),))
+    with pytest.raises(ValueError, match="empty"):
+        hta.distance_groups(pair_result, bins=())
+
+
+def test_cls_summaries(pair_result, tokenizer):
+    labels, shares = hta.cls_segments(pair_result)
+    assert labels == list(hta.CLS_SEGMENTS)
+    assert torch.allclose(shares.sum(-1), torch.ones(3), atol=1e-6)
+    tokens = tokenizer.convert_ids_to_tokens(pair_result.input_ids.tolist())
+    sep = tokens.index("[SEP]")
+    assert torch.allclose(shares[:, 2], pair_result.contributions[:, 0, sep])
+    offsets, around = hta.cls_around_separator(pair_result, window=2)
+    assert offsets == [-2, -1, 0, 1, 2]
+    assert torch.allclose(around[:, 2], pair_result.contributions[:, 0, sep])
+    single = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    with pytest.raises(ValueError, match="not a sentence pair"):
+        hta.cls_segments(single)
+    with pytest.raises(ValueError, match="window"):
+        hta.cls_around_separator(pair_result, window=-1)
+
+
+def test_own_input_is_largest_matches_argmax(pair_result):
+    largest = hta.own_input_is_largest(pair_result)
+    argmax = pair_result.contributions.argmax(-1)
+    assert torch.equal(largest, argmax == torch.arange(pair_result.n))
+
+
+def test_compare_attributions(pair_result, tokenizer):
+    same = hta.compare_attributions(pair_result, pair_result)
+    assert same == {"median_relative_error": 0.0, "p95_relative_error": 0.0, "max_abs_error": 0.0,
+                    "top_agreement": 1.0}
+    other = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    with pytest.raises(ValueError, match="different"):
+        hta.compare_attributions(other, pair_result)
+
+
+def test_tables(pair_result):
+    results = [pair_result, pair_result]
+    table = hta.self_contribution_table(results)
+    assert len(table) == 2 * 3 * pair_result.n
+    assert table["self_contribution"].between(0, 1).all()
+    distance = hta.distance_table(results)
+    assert distance.groupby("layer")["contribution"].sum().sub(1).abs().max() < 1e-6
+    own = distance[distance["group"] == "self"].set_index("layer")
+    assert (own["per_token"] - own["contribution"]).abs().max() < 1e-6  # one (i, i) pair per hidden token
+    n = pair_result.n
+    left_far = distance[(distance["group"] == "left 11+")].set_index("layer")
+    pairs_left_far = sum(max(0, i - 10) for i in range(n))  # j <= i - 11
+    assert torch.allclose(torch.tensor(left_far["per_token"].to_numpy() * 2 * pairs_left_far),
+                          torch.tensor(left_far["contribution"].to_numpy() * 2 * n), atol=1e-6)
+    segments, around = hta.cls_table(results, window=2)
+    assert segments.groupby("layer")["contribution"].sum().sub(1).abs().max() < 1e-6
+    assert sorted(around["offset"].unique()) == [-2, -1, 0, 1, 2]
+    for function in (hta.self_contribution_table, hta.distance_table, hta.cls_table):
+        with pytest.raises(ValueError, match="No results"):
+            function([])
+
+
+def test_paper_layer_maps_by_relative_depth():
+    assert hta.paper_layer(3, 6) == 6
+    assert hta.paper_layer(6, 6) == 12
+    with pytest.raises(ValueError):
+        hta.paper_layer(7, 6)
