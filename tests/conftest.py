@@ -39,6 +39,15 @@ def make_tiny_bert(
     return model.eval()
 
 
+@pytest.fixture
+def one_thread():
+    """Many tiny matrix operations run fastest on one thread, also on a busy CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir())

@@ -8,13 +8,7 @@ from helpers import lp_bounds
 from .conftest import LONG_TEXT
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run many tiny matrix operations: one thread is fastest, also on an oversubscribed CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def random_head(n: int, d_v: int, d: int = 24, seed: int = 0, bias: bool = True):

@@ -16,13 +16,7 @@ from .conftest import LONG_TEXT, SENTENCE  # noqa: E402
 D_V = 8  # head size of the tiny model
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run many tiny matrix operations: one thread is fastest, also on an oversubscribed CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture

@@ -9,13 +9,7 @@ import helpers  # noqa: E402
 from .conftest import LONG_TEXT  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run many tiny matrix operations: one thread is fastest, also on an oversubscribed CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
