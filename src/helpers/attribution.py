@@ -158,10 +158,7 @@ def hidden_token_attribution(
     if not 1 <= probes <= d:
         raise ValueError(f"probes must be between 1 and d = {d} (d gives the exact values); got {probes}.")
     check_supported(model)
-    n = check_single_sequence(encoding)
-    limit = model.config.max_position_embeddings
-    if n > limit:
-        raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
+    check_single_sequence(encoding)
     layers = _check_layers(layers, model.config.num_hidden_layers)
 
     internals = capture(model, encoding)

@@ -118,7 +118,7 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     check_supported(model)
     n = check_single_sequence(encoding)
     if n > model.config.max_position_embeddings:
-        raise ValueError(f"{n} tokens exceed the model's maximum of {model.config.max_position_embeddings}.")
+        raise ValueError(f"The sequence has {n} tokens but the model takes at most {model.config.max_position_embeddings}; shorten it.")
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
 

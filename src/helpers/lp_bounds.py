@@ -40,8 +40,8 @@ import scipy.linalg
 import torch
 from scipy.optimize import linprog
 
-from .linalg import DEFAULT_RTOL
-from .nullspace import check_attention_and_values, check_attention_distribution
+from .linalg import DEFAULT_RTOL, range_basis
+from .nullspace import with_ones, check_attention_and_values, check_attention_distribution
 
 FEASIBILITY_TOL = 1e-9  # basic variables above -tol count as non-negative
 OPTIMALITY_TOL = 1e-9  # reduced costs above -tol count as non-negative
@@ -107,17 +107,11 @@ class AttentionBounds:
 def constraint_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> np.ndarray:
     """Orthonormal basis Q of span(columns of T, 1), T: (n, d) -> (n, m) float64 numpy.
 
-    T is scaled to unit spectral norm before the ones column is added, and
-    ranks use a tolerance relative to the largest singular value.
+    The complement of ``nullspace.simplex_null_space``: the same scaling of
+    [T, 1] and the same tolerance relative to the largest singular value.
     """
-    T64 = T.detach().cpu().double().numpy()
-    n = T64.shape[0]
-    U, S, _ = np.linalg.svd(T64, full_matrices=False)
-    r = int((S > rtol * S[0]).sum()) if S.size and S[0] > 0 else 0
-    stacked = np.concatenate([U[:, :r], np.full((n, 1), n**-0.5)], axis=1)
-    U2, S2, _ = np.linalg.svd(stacked, full_matrices=False)
-    m = int((S2 > rtol * S2[0]).sum())
-    return U2[:, :m]
+    basis, rank = range_basis(with_ones(T.detach().cpu()), rtol)
+    return basis[:, : int(rank)].numpy()
 
 
 def _highs(M: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:

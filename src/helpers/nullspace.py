@@ -84,7 +84,7 @@ def prefix_encoding(encoding: BatchEncoding, length: int) -> BatchEncoding:
     return BatchEncoding(data)
 
 
-def _with_ones(M: torch.Tensor) -> torch.Tensor:
+def with_ones(M: torch.Tensor) -> torch.Tensor:
     """[M / ||M||_2, 1 / sqrt(n)] for M: (..., n, m) -> (..., n, m + 1), both parts on one scale."""
     M = M.double()
     scale = torch.linalg.matrix_norm(M, ord=2)[..., None, None].clamp_min(torch.finfo(M.dtype).tiny)
@@ -105,7 +105,7 @@ def ranks_of(internals: Internals, matrices: Sequence[str] = ("V",), rtol: float
     _check_matrices(matrices)
     source = {"V": internals.V, "T": internals.T}
     return {
-        name: numerical_rank(_with_ones(source[name[0]]) if name.endswith("1") else source[name], rtol)
+        name: numerical_rank(with_ones(source[name[0]]) if name.endswith("1") else source[name], rtol)
         for name in matrices
     }
 
@@ -266,14 +266,14 @@ def simplex_null_space(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Ten
     ones are put on one scale first, so the relative tolerance treats both alike.
     """
     _check_tensor(T, "T", dims=2)
-    return left_null_space(_with_ones(T), rtol)
+    return left_null_space(with_ones(T), rtol)
 
 
 def null_space_dimensions(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> tuple[torch.Tensor, torch.Tensor]:
     """dim LN(T) and dim LN([T, 1]) for T: (..., n, d) -> two (...,) integer tensors."""
     _check_tensor(T, "T", min_dims=2)
     n = T.shape[-2]
-    return n - numerical_rank(T, rtol), n - numerical_rank(_with_ones(T), rtol)
+    return n - numerical_rank(T, rtol), n - numerical_rank(with_ones(T), rtol)
 
 
 def null_projection(M: torch.Tensor, N: torch.Tensor) -> torch.Tensor:
