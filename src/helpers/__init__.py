@@ -2,6 +2,9 @@
 
 Data flows one way: text -> models -> internals -> method modules -> plots.
 """
+from . import claims, numbering, paper
+from .claims import Claims, ClaimFailed
+from .notebook import book_model, glue
 from .data import DataUnavailableError, Example, load_corpus, load_glue
 from .internals import Internals, attention_from_qk, capture, finish_layer, head_weights, rebuild_hidden_states
 from .effective import (

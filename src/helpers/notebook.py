@@ -1,10 +1,13 @@
-"""The few lines every chapter runs first: seeds, quiet progress bars, plot style."""
+"""The few lines every chapter runs first, and the glue between computed numbers and prose."""
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
 import torch
+
+__all__ = ["setup_notebook", "book_model", "glue"]
 
 
 def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
@@ -25,3 +28,27 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
     set_style()
+
+
+def book_model() -> str | None:
+    """The model a chapter runs on: ``$BOOK_MODEL`` (a local folder or a hub name), or None for the bundled default."""
+    value = os.environ.get("BOOK_MODEL", "").strip()
+    return value or None
+
+
+def glue(name: str, value, fmt: str | None = None) -> str:
+    """Format ``value`` (with ``format(value, fmt)``) and glue the text under ``name`` for ``{glue:text}`name```.
+
+    Gluing a formatted string, not the raw float, keeps the saved output
+    stable across machines. Returns the text, so a cell can also print it.
+    Outside Jupyter Book (no ``myst_nb``) it only returns the text.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"glue name must be an identifier-like string, got {name!r}")
+    text = format(value, fmt) if fmt is not None else str(value)
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:  # e.g. a bare Colab kernel: the text is still returned
+        return text
+    myst_glue(name, text, display=False)
+    return text
