@@ -107,3 +107,7 @@ from .keys import (
     producible_dimension,
     same_keys_freedom,
 )
+
+# ---- issue 12: fine-tuning (chapter 8)
+from . import finetune
+from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs

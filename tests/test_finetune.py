@@ -1,0 +1,93 @@
+"""Fine-tuning on sentence pairs: seeded, the loss falls, held-out split, clear errors."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import helpers
+from helpers import finetune
+from helpers.data import Example
+
+from .conftest import make_tiny_bert
+
+WORDS = ["river", "stone", "cloud", "bread", "train", "violin", "garden", "lamp"]
+
+
+def _pairs(count: int = 24) -> list[Example]:
+    """Label 1 when the first sentence says "yes", 0 when it says "no": learnable from [CLS]."""
+    out = []
+    for k in range(count):
+        a, b = WORDS[k % len(WORDS)], WORDS[(k + 3) % len(WORDS)]
+        label = k % 2
+        out.append(Example(f"p{k}", f"{'yes' if label else 'no'} the {a} is here", f"a {b} is there", label, "test"))
+    return out
+
+
+def test_split_is_by_pair_seeded_and_disjoint():
+    pairs = _pairs(20)
+    train, test = finetune.split_pairs(pairs, test_fraction=0.25, seed=3)
+    assert len(test) == 5 and len(train) == 15
+    assert not {e.id for e in train} & {e.id for e in test}
+    assert {e.id for e in train} | {e.id for e in test} == {e.id for e in pairs}
+    assert finetune.split_pairs(pairs, 0.25, seed=3) == (train, test)
+    assert finetune.split_pairs(pairs, 0.25, seed=4) != (train, test)
+
+
+def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
+    model = make_tiny_bert(layers=1, heads=2, hidden=16)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    pairs = _pairs(24)
+    runs = [finetune.fine_tune(model, tokenizer, pairs, epochs=8, batch_size=8, learning_rate=3e-2, seed=0)
+            for _ in range(2)]
+    history = runs[0].history
+    assert list(history.columns) == ["epoch", "step", "loss"] and len(history) == 8 * 3
+    first, last = history.loss.iloc[:3].mean(), history.loss.iloc[-3:].mean()
+    assert last < 0.6 * first
+    for (name, a), b in zip(runs[0].classifier.state_dict().items(), runs[1].classifier.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the caller's model is untouched
+    tuned = runs[0].model
+    assert not tuned.training and tuned.config._attn_implementation == "eager"
+    helpers.capture(tuned, helpers.encode(tokenizer, "the river is here", "a river is there"))  # other helpers take it
+    other = finetune.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8, seed=1)
+    assert not torch.equal(other.classifier.head.weight, runs[0].classifier.head.weight)
+
+
+def test_accuracy_and_majority_baseline(tokenizer, one_thread):
+    pairs = _pairs(24)
+    train, test = finetune.split_pairs(pairs, 0.25, seed=0)
+    majority = int(sum(e.label for e in train) * 2 > len(train))
+    assert finetune.majority_baseline(train, test) == pytest.approx(sum(e.label == majority for e in test) / len(test))
+    tuned = finetune.fine_tune(make_tiny_bert(layers=1, heads=2, hidden=16), tokenizer, train, epochs=1, batch_size=8)
+    predicted = finetune.predict(tuned.classifier, tokenizer, test, batch_size=4)
+    assert predicted.shape == (len(test),) and set(predicted.tolist()) <= {0, 1}
+    expected = float((predicted == torch.tensor([e.label for e in test])).double().mean())
+    assert finetune.accuracy(tuned.classifier, tokenizer, test) == pytest.approx(expected)
+
+
+def test_bad_inputs(tokenizer):
+    model = make_tiny_bert(layers=1, heads=2, hidden=16, max_positions=16)
+    pairs = _pairs(6)
+    with pytest.raises(ValueError, match="empty"):
+        finetune.fine_tune(model, tokenizer, [])
+    with pytest.raises(TypeError, match="Example"):
+        finetune.fine_tune(model, tokenizer, ["a sentence"])
+    with pytest.raises(ValueError, match="sentence pair"):
+        finetune.fine_tune(model, tokenizer, [Example("x", "one", None, 1, "test")])
+    with pytest.raises(ValueError, match="integer label"):
+        finetune.fine_tune(model, tokenizer, [Example("x", "one", "two", None, "test")])
+    with pytest.raises(ValueError, match="two"):
+        finetune.fine_tune(model, tokenizer, [e for e in pairs if e.label == 1])
+    with pytest.raises(ValueError, match="epochs"):
+        finetune.fine_tune(model, tokenizer, pairs, epochs=0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        finetune.fine_tune(model, tokenizer, pairs, learning_rate=0.0)
+    long = Example("long", " ".join(["river"] * 20), "stone", 0, "test")
+    with pytest.raises(ValueError, match="at most 16"):
+        finetune.fine_tune(model, tokenizer, pairs + [long])
+    with pytest.raises(ValueError, match="test_fraction"):
+        finetune.split_pairs(pairs, test_fraction=1.0)
+    tuned = finetune.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8)
+    tuned.classifier.train()
+    with pytest.raises(ValueError, match="training mode"):
+        finetune.predict(tuned.classifier, tokenizer, pairs)
