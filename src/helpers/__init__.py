@@ -111,3 +111,6 @@ from .keys import (
 # ---- issue 12: fine-tuning (chapter 8)
 from . import finetune
 from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs
+
+# ---- issue 12: before/after drivers (chapter 8)
+from .sweeps import naive_identifiability_table, sink_attention_table
