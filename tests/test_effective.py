@@ -5,17 +5,11 @@ import pytest
 import torch
 
 import helpers
-from helpers.effective import (
-    attention_to,
-    effective_attention,
-    effective_attention_loop,
-    effective_attention_of,
-    effective_attention_sweep,
-    pearson,
-    summarise_token_classes,
-    token_classes,
-)
-from helpers.linalg import range_basis
+from helpers.effective import effective_attention, effective_attention_of
+from helpers.linalg import pearson, range_basis
+from helpers.reference import effective_attention_loop
+from helpers.sweeps import effective_attention_sweep
+from helpers.tokens import attention_to, summarise_token_classes, token_classes
 
 from .conftest import LONG_TEXT, SENTENCE
 

@@ -53,7 +53,7 @@ def test_embeddings_are_token_plus_segment_plus_position(tiny_model, tokenizer):
     n = ids.shape[0]
     expected = emb.word_embeddings(ids) + emb.token_type_embeddings(encoding["token_type_ids"][0]) \
         + emb.position_embeddings(torch.arange(n))
-    assert torch.allclose(internals.embeddings, expected, atol=1e-6)
+    assert torch.allclose(internals.x, expected, atol=1e-6)
 
 
 def test_training_mode_is_rejected(tokenizer):

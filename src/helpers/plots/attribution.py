@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
+from ..attribution import share_own_input_not_largest
 from .heatmaps import token_heatmap
 from .style import EFFECTIVE, NULL, PAPER, RAW
 
@@ -90,7 +91,7 @@ def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax
     """Share of hidden tokens whose own input is not the largest contributor, per layer."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 3.6))
-    share = 1.0 - table.groupby("layer")["own_is_largest"].mean()
+    share = share_own_input_not_largest(table)
     ax.bar(share.index, share.to_numpy(), width=0.6, color=RAW, alpha=0.8, label="this book's model")
     if paper is not None:
         points = paper["share_own_input_not_largest"]
