@@ -224,9 +224,9 @@ def test_bad_input_is_rejected(tokenizer):
     encoding = helpers.encode(tokenizer, SHORT, model=model)
     with pytest.raises(ValueError, match="Unknown method"):
         hta.hidden_token_attribution(model, encoding, method="gradient")
-    with pytest.raises(ValueError, match="probes"):
+    with pytest.raises(ValueError, match="samples"):
         hta.hidden_token_attribution(model, encoding, method="estimate", samples=0)
-    with pytest.raises(ValueError, match="probes"):
+    with pytest.raises(ValueError, match="samples"):
         hta.hidden_token_attribution(model, encoding, method="estimate", samples=33)
     with pytest.raises(TypeError, match="integer"):
         hta.hidden_token_attribution(model, encoding, method="estimate", samples=2.5)
@@ -275,7 +275,7 @@ def test_low_level_bad_input(tiny_model, tokenizer):
         jacobians.block_norms(lin, chunk_size=0)
     with pytest.raises(ValueError, match="memory_mb"):
         jacobians.block_norms(lin, memory_mb=0)
-    with pytest.raises(ValueError, match="probes"):
+    with pytest.raises(ValueError, match="samples"):
         jacobians.orthonormal_samples(2, 4, 5)
     with pytest.raises(ValueError, match="non-negative"):
         hta.contributions_from_norms(-torch.ones(2, 2))
@@ -330,6 +330,17 @@ def test_own_input_is_largest_matches_argmax(pair_result):
     largest = hta.own_input_is_largest(pair_result)
     argmax = pair_result.contributions.argmax(-1)
     assert torch.equal(largest, argmax == torch.arange(pair_result.n))
+
+
+def test_share_own_input_not_largest_counts_hidden_tokens_per_layer(pair_result):
+    table = hta.self_contribution_table([pair_result])
+    share = hta.share_own_input_not_largest(table)
+    largest = hta.own_input_is_largest(pair_result)  # (L, n)
+    expected = 1.0 - largest.double().mean(-1)
+    assert list(share.index) == list(pair_result.layers)
+    assert torch.allclose(torch.tensor(share.to_numpy()), expected)
+    with pytest.raises(ValueError, match="own_is_largest"):
+        hta.share_own_input_not_largest(table.drop(columns="own_is_largest"))
 
 
 def test_compare_attributions(pair_result, tokenizer):

@@ -94,3 +94,17 @@ def test_rebuild_hidden_states_on_the_real_model(real_model):
     assert torch.allclose(rebuilt, internals.hidden_states[1:], atol=1e-4)
     names = [row["tensor"] for row in internals.shape_table()]
     assert names[:2] == ["x", "E"] and "T" in names
+
+
+def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_model, tokenizer):
+    internals = helpers.capture(tiny_model, helpers.encode(tokenizer, SENTENCE, model=tiny_model))
+    block = helpers.attention_block_output(internals.A, internals.T, internals.b_O)
+    assert torch.allclose(block, internals.attention_output, atol=1e-5)
+    by_hand = sum(internals.A[:, k] @ internals.T[:, k] for k in range(internals.heads)) + internals.b_O[:, None, :]
+    assert torch.allclose(block, by_hand, atol=1e-6)
+    assert not torch.allclose(helpers.attention_block_output(internals.A, internals.T, 0 * internals.b_O),
+                              internals.attention_output, atol=1e-5)  # b^O matters
+    with pytest.raises(ValueError, match="same leading shape"):
+        helpers.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
+    with pytest.raises(ValueError, match="b_O"):
+        helpers.attention_block_output(internals.A, internals.T, internals.b_O[0])

@@ -78,7 +78,7 @@ class HiddenTokens:
         keep = torch.isin(self.sentence, ids)
         return HiddenTokens(
             hidden=self.hidden[:, keep],
-            inputs=self.x[keep],
+            x=self.x[keep],
             sentence=self.sentence[keep],
             position=self.position[keep],
             input_ids=self.input_ids[keep],
