@@ -102,8 +102,8 @@ def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_
     assert torch.allclose(block, internals.attention_output, atol=1e-5)
     by_hand = sum(internals.A[:, k] @ internals.T[:, k] for k in range(internals.heads)) + internals.b_O[:, None, :]
     assert torch.allclose(block, by_hand, atol=1e-6)
-    assert not torch.allclose(helpers.attention_block_output(internals.A, internals.T, 0 * internals.b_O),
-                              internals.attention_output, atol=1e-5)  # b^O matters
+    shifted = helpers.attention_block_output(internals.A, internals.T, internals.b_O + 1.0)
+    assert torch.allclose(shifted - block, torch.ones_like(block))  # b^O is added once to every token
     with pytest.raises(ValueError, match="same leading shape"):
         helpers.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
     with pytest.raises(ValueError, match="b_O"):

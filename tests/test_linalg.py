@@ -1,9 +1,10 @@
+import numpy as np
 import pytest
 import torch
 
 import helpers
 from helpers import linalg
-from helpers.linalg import left_null_space, numerical_rank
+from helpers.linalg import left_null_space, numerical_rank, pearson
 
 
 def test_rank_and_left_null_space_of_a_low_rank_product():
@@ -76,3 +77,14 @@ def test_shared_checks_fail_early_with_clear_messages():
         linalg.check_attention_distribution(2 * A)
     with pytest.raises(ValueError, match="NaN"):
         linalg.check_matrix(torch.full((2, 2), float("nan")))
+
+
+def test_pearson_matches_numpy():
+    g = torch.Generator().manual_seed(6)
+    X, Y = torch.randn(3, 5, 7, generator=g), torch.randn(3, 5, 7, generator=g)
+    r = pearson(X, Y + X)
+    expected = [np.corrcoef(x.ravel(), (y + x).ravel())[0, 1] for x, y in zip(X.numpy(), Y.numpy())]
+    assert np.allclose(r.numpy(), expected, atol=1e-6)
+    assert torch.allclose(pearson(X, 3 * X + 1), torch.ones(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="same shape"):
+        pearson(X, Y[:, :-1])

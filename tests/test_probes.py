@@ -268,7 +268,7 @@ def test_probe_layers_table_maps_and_generalisation(split):
     combos = [("naive", "cosine"), ("linear", "l2")]
     result = probes.probe_layers(train, test, combos, layers=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
     assert list(result.table.columns) == ["map", "loss", "hidden_state", "test", "train"]
-    assert (result.table.query("layer == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
+    assert (result.table.query("hidden_state == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
     assert len(result.table) == 6 and set(result.maps) == set(combos)
     assert [m.layer for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
     matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, layers=[IDENTITY, ROTATION, INDEPENDENT])
