@@ -208,7 +208,7 @@ def test_step_range_bad_input():
 
 def check_family(A, T, family):
     report = helpers.validity(family.attentions, A, T)
-    assert report["min_entry"] >= 0.0
+    assert report["min_entry"] >= -1e-12  # unclamped: an entry driven to zero may end a rounding error below it
     assert report["row_sum_error"] < 1e-6
     assert report["output_error"] < 1e-5
     # the extremes touch zero: the step range is tight
