@@ -379,3 +379,16 @@ def test_paper_layer_maps_by_relative_depth():
     assert helpers.paper.paper_layer(6, 6) == 12
     with pytest.raises(ValueError):
         helpers.paper.paper_layer(7, 6)
+
+
+def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
+    import matplotlib.pyplot as plt
+
+    estimate = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), "estimate", samples=3,
+                                            progress=False)
+    exact = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layers=(1,))
+    assert "3 samples per token" in axes[0].figure._suptitle.get_text()
+    ax = helpers.plots.plot_estimate_vs_exact(estimate, exact)
+    assert "3 samples per token" in ax.get_ylabel()
+    plt.close("all")

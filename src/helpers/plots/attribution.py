@@ -36,7 +36,7 @@ def plot_contribution_maps(
         ax.set_ylabel("hidden token i" if k == 0 else "")
     figure = axes[0].figure
     figure.colorbar(axes[0].collections[0], ax=list(axes), shrink=0.8, pad=0.02, label="$c^l_{ij}$")
-    method = "exact" if attribution.probes is None else f"estimate, {attribution.probes} probes per token"
+    method = "exact" if attribution.samples is None else f"estimate, {attribution.samples} samples per token"
     figure.suptitle(f"Contribution of input token j to hidden token i ({method})")
     return axes
 
@@ -55,7 +55,7 @@ def plot_estimate_vs_exact(estimate, exact, ax=None) -> plt.Axes:
     ax.set_xlim(low, 1)
     ax.set_ylim(low, 1)
     ax.set_xlabel("exact $c^l_{ij}$")
-    ax.set_ylabel(f"estimate, {estimate.probes} probes per token")
+    ax.set_ylabel(f"estimate, {estimate.samples} samples per token")
     ax.set_title("Estimated against exact contributions")
     ax.legend(loc="upper left")
     return ax
