@@ -10,10 +10,16 @@ reference and the second a block quote, and both are warnings (errors under
 * turns a line ending in ``:`` that introduces an indented block into one
   ending in ``::``, so the block is shown verbatim (napoleon section headers
   such as ``Args:`` are left alone).
+
+It also lets autodoc show module constants such as ``DEFAULT_MODEL``.
 """
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
+
+from sphinx.ext.autodoc import DataDocumenter, ModuleDocumenter
 
 NAPOLEON_SECTIONS = {
     "args", "arguments", "attention", "attributes", "caution", "danger", "error", "example",
@@ -67,7 +73,47 @@ def process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
     lines[:] = fixed
 
 
+@functools.lru_cache(maxsize=None)
+def _assigned_at_top_level(modname: str) -> frozenset[str]:
+    import ast
+    import importlib
+
+    source = Path(importlib.import_module(modname).__file__).read_text()
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+class ModuleDataDocumenter(DataDocumenter):
+    """Module constants (``DEFAULT_MODEL = "..."``) assigned in the module itself are its own.
+
+    Autodoc's own check compares ``value.__module__`` with the module, which for
+    a ``str`` or ``tuple`` is ``builtins``, and it only takes data that has a
+    doc comment, so undocumented constants never show.
+    """
+
+    priority = DataDocumenter.priority + 1
+
+    @classmethod
+    def can_document_member(cls, member, membername, isattr, parent) -> bool:
+        if not isinstance(parent, ModuleDocumenter):
+            return False
+        try:
+            return isattr or membername in _assigned_at_top_level(parent.modname)
+        except Exception:
+            return isattr
+
+    def check_module(self) -> bool:
+        try:
+            return self.objpath[-1] in _assigned_at_top_level(self.modname)
+        except Exception:
+            return super().check_module()
+
+
 def setup(app):
     # Priority below napoleon's default (500): run on the docstring as written.
     app.connect("autodoc-process-docstring", process_docstring, priority=400)
+    app.add_autodocumenter(ModuleDataDocumenter, override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
