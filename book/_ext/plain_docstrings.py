@@ -105,6 +105,12 @@ class ModuleDataDocumenter(DataDocumenter):
         except Exception:
             return isattr
 
+    def get_doc(self) -> list[list[str]] | None:
+        # An undocumented constant would otherwise show its type's docstring (dict, tuple ...).
+        if not self.get_module_comment(self.objpath[-1]) and self.object.__doc__ == type(self.object).__doc__:
+            return []
+        return super().get_doc()
+
     def check_module(self) -> bool:
         try:
             return self.objpath[-1] in _assigned_at_top_level(self.modname)

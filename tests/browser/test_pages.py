@@ -203,6 +203,7 @@ def test_page(browser, server, page_path):
         return
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(120_000)  # two shared CPU cores render the long API page slowly
     page = context.new_page()
     problems: list[str] = []
     page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
