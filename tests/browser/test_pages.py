@@ -17,7 +17,8 @@ page that needs the network fails. Each page fails on
 * an interactive widget (it needs a kernel) without a loaded static figure in its own or the next cell;
 * on a notebook page, a missing Colab launch button, or one that opens another notebook.
 
-A screenshot of each page goes to ``_build/screenshots/``.
+A screenshot of each page goes to ``_build/screenshots/``. A separate check,
+without a browser, reads the HTML: no page loads MathJax from a CDN.
 """
 from __future__ import annotations
 
@@ -245,3 +246,21 @@ def test_page(browser, server, page_path):
     finally:
         context.close()
     assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+
+
+def test_math_is_served_from_the_build():
+    """No page loads MathJax from a CDN; pages with math load the copy in _static/mathjax."""
+    pages = book_pages()
+    if not pages:
+        pytest.skip("no built book in _build/html: run `make book` first")
+    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists(), "sphinx-mathjax-offline did not copy MathJax"
+    with_math = 0
+    for page_path in pages:
+        html = (HTML / page_path).read_text()
+        scripts = re.findall(r'<script[^>]*\ssrc="([^"]+)"', html)
+        remote = [src for src in scripts if "mathjax" in src.lower() and re.match(r"(https?:)?//", src)]
+        assert not remote, f"{page_path} loads MathJax from the network: {remote}"
+        if 'class="math' in html:
+            with_math += 1
+            assert any(re.search(r"(^|/)_static/mathjax/tex-chtml\.js", src) for src in scripts), f"{page_path} has math but no local MathJax"
+    assert with_math, "no page with math was found: the check saw nothing"
