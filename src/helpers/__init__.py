@@ -99,3 +99,14 @@ from .plots import token_heatmap
 from .text import encode, prefix_encoding, tokens_of
 
 __version__ = "0.1.0"
+
+# ---- issue 12: content vs function words (chapter 6)
+from . import word_classes
+from .word_classes import (
+    WORD_CLASSES,
+    class_summary,
+    content_keeps_more_from,
+    function_words,
+    self_contribution_by_class,
+    word_classes_of,
+)
