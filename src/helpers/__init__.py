@@ -110,3 +110,14 @@ from .word_classes import (
     self_contribution_by_class,
     word_classes_of,
 )
+
+# ---- issue 12: do the keys allow the alternatives? (chapter 3)
+from . import keys
+from .keys import (
+    ProducibleAlternative,
+    dimension_count,
+    logit_rank_distance,
+    producible_alternative,
+    producible_dimension,
+    same_keys_freedom,
+)
