@@ -1,26 +1,98 @@
-"""Corpus drivers: tables with one row per layer or hidden state."""
-from __future__ import annotations
-
+"""Drivers over a corpus (helpers.sweeps): rank_sweep, effective_attention_sweep, attribute_examples."""
+import numpy as np
 import pytest
-import torch
 
 import helpers
-from helpers.data import Example
+from helpers.sweeps import effective_attention_sweep
+from helpers.tokens import summarise_token_classes
+
+from .conftest import LONG_TEXT, SENTENCE
+
+D_V = 8  # head size of the tiny model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _examples():
+def test_sweep_on_the_real_model(real_model):
+    model, tokenizer = real_model
+    examples = [
+        helpers.Example("short", SENTENCE, None, None, "test"),
+        helpers.Example("long", LONG_TEXT, SENTENCE, None, "test"),
+    ]
+    table = effective_attention_sweep(model, tokenizer, examples, progress=False)
+    L, h = model.config.num_hidden_layers, model.config.num_attention_heads
+    assert len(table) == 2 * L * h
+    assert set(table.layer) == set(range(1, L + 1))
+    short, long = table[table.id == "short"], table[table.id == "long"]
+    assert (short.null_dim == 0).all() and np.allclose(short.correlation, 1.0, rtol=0, atol=1e-12)
+    assert (long.null_dim == long.n - 32).all() and (long.correlation < 1).all()
+    classes = ["[CLS]", "[SEP]", "punctuation", "other"]
+    assert np.allclose(table[[f"raw_{c}" for c in classes]].sum(axis=1), 1.0)
+    summary = summarise_token_classes(table)
+    assert len(summary) == 3 * L
+    assert np.allclose(summary.removed, 1 - summary.effective / summary.raw)
+    with pytest.raises(ValueError, match="No columns"):
+        summarise_token_classes(table, classes=("[MASK]",))
+    with pytest.raises(ValueError, match="No examples"):
+        effective_attention_sweep(model, tokenizer, [], progress=False)
+
+
+def test_rank_sweep_on_tiny_model_follows_min_of_length_and_d_v(tiny_model, tokenizer):
+    encodings = [helpers.encode(tokenizer, LONG_TEXT, model=tiny_model), helpers.encode(tokenizer, SENTENCE, model=tiny_model)]
+    lengths = [4, 8, 9, 12, 16, 40]
+    frame = helpers.rank_sweep(tiny_model, encodings, lengths, matrices=("V", "T", "V1"), progress=False)
+    short = encodings[1]["input_ids"].shape[1]
+    jobs = len(lengths) + len([x for x in lengths if x <= short])
+    assert len(frame) == 2 * 4 * jobs  # layers * heads * (text, length) pairs
+    assert (frame["rank_V"] == np.minimum(frame["n"], D_V)).all()
+    assert (frame["rank_T"] == frame["rank_V"]).all()
+    assert (frame["rank_V1"] == np.minimum(frame["n"], D_V + 1)).all()
+    assert (frame["null_dim_T"] == frame["n"] - frame["rank_T"]).all()
+    assert (frame["null_dim_T"] >= frame["n"] - D_V).all()
+
+
+def test_rank_sweep_per_text_covers_every_length_at_a_fraction_of_the_cost(tiny_model, tokenizer):
+    encodings = [helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
+    lengths = [4, 6, 8, 10, 12, 16, 20, 24, 32]
+    frame = helpers.rank_sweep(tiny_model, encodings, lengths, per_text=3, progress=False)
+    jobs = frame[["text", "n"]].drop_duplicates()
+    assert (jobs.groupby("text").size() == 3).all()
+    assert set(jobs["n"]) == set(lengths)
+    with pytest.raises(ValueError, match="per_text"):
+        helpers.rank_sweep(tiny_model, encodings, lengths, per_text=0, progress=False)
+
+
+def test_rank_sweep_bad_input(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, SENTENCE)
+    with pytest.raises(ValueError, match="empty"):
+        helpers.rank_sweep(tiny_model, [], [8], progress=False)
+    with pytest.raises(ValueError, match="matrices"):
+        helpers.rank_sweep(tiny_model, [encoding], [8], matrices=("W",), progress=False)
+    with pytest.raises(ValueError, match="matrices"):
+        helpers.rank_sweep(tiny_model, [encoding], [8], matrices="V", progress=False)
+    with pytest.raises(ValueError, match="long"):
+        helpers.rank_sweep(tiny_model, [encoding], [500], progress=False)
+    with pytest.raises(ValueError, match=">= 2"):
+        helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
+
+
+# ---- issue 12: sink attention and naive identifiability tables
+from helpers.data import Example  # noqa: E402
+
+
+def _pair_examples():
     return [Example("a", "The river carried sand to the plain.", "Sand came down the river.", 1, "test"),
             Example("b", "A storm closed the harbour for two days.", "The port shut in the storm.", 1, "test")]
 
 
 def test_sink_attention_table(tiny_model, tokenizer, one_thread):
-    table = helpers.sink_attention_table(tiny_model, tokenizer, _examples())
+    table = helpers.sink_attention_table(tiny_model, tokenizer, _pair_examples())
     L = tiny_model.config.num_hidden_layers
     assert list(table.layer) == list(range(1, L + 1))
     assert ((table.raw > 0) & (table.raw <= 1)).all()
     assert 0 < table.sink_share.iloc[0] <= 1
     # by hand for one example: the sink receives the most raw attention
-    example = _examples()[0]
+    example = _pair_examples()[0]
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, example.text_a, example.text_b))
     sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
     one = helpers.sink_attention_table(tiny_model, tokenizer, [example])
@@ -30,6 +102,6 @@ def test_sink_attention_table(tiny_model, tokenizer, one_thread):
 
 
 def test_naive_identifiability_table(tiny_model, tokenizer, one_thread):
-    table = helpers.naive_identifiability_table(tiny_model, tokenizer, _examples())
+    table = helpers.naive_identifiability_table(tiny_model, tokenizer, _pair_examples())
     assert list(table.hidden_state) == list(range(tiny_model.config.num_hidden_layers + 1))
     assert ((table.rate >= 0) & (table.rate <= 1)).all()

@@ -1,4 +1,8 @@
-"""Slow, obviously-correct ways to the same Jacobian block norms, for tests and benchmarks.
+"""Slow, obviously-correct versions of the book's fast methods, for tests and benchmarks.
+
+Effective attention: ``effective_attention_loop`` (one full SVD of T per head).
+
+Jacobian block norms (chapter 6):
 
 All three differentiate the model's own modules (embedding LayerNorm, then
 each ``BertLayer``) with respect to the raw embeddings ``x: (n, d)``:
@@ -19,7 +23,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .effective import EffectiveAttention, check_attention, check_rtol, check_same_batch
+from .linalg import DEFAULT_RTOL, check_matrix, left_null_space
+
 __all__ = [
+    "effective_attention_loop",
     "encoder_hidden_states",
     "brute_force_block_norms",
     "naive_block_norms",
@@ -127,3 +135,25 @@ def functorch_block_norms(
         for l in range(L):
             squares[l].index_add_(1, token, out[:, l].pow(2).sum(-1).T)
     return squares.sqrt()
+
+
+def effective_attention_loop(A: torch.Tensor, T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> EffectiveAttention:
+    """Reference implementation: one full SVD of T per head, ``A_null = A U_n U_n^T``.
+
+    The paper's formula taken literally (U_n: the left singular vectors of T
+    past its numerical rank, from ``helpers.left_null_space``), looped over the
+    leading dimensions. Slow; kept for tests and the benchmark.
+    A: (..., n, n), T: (..., n, d) -> effective and null parts (..., n, n).
+    """
+    check_rtol(rtol)
+    check_attention(A)
+    check_matrix(T, "T")
+    check_same_batch(A, T, "T")
+    batch = A.shape[:-2]
+    flat_A, flat_T = A.reshape(-1, *A.shape[-2:]), T.reshape(-1, *T.shape[-2:])
+    nulls = []
+    for a, t in zip(flat_A, flat_T):
+        U_n = left_null_space(t.double(), rtol)  # (n, n - rank)
+        nulls.append(a.double() @ U_n @ U_n.T)
+    null = torch.stack(nulls).reshape(*batch, *A.shape[-2:])
+    return EffectiveAttention((A.double() - null).to(A.dtype), null.to(A.dtype))
