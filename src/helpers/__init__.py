@@ -85,3 +85,8 @@ from .plots import token_heatmap
 from .text import encode, tokens_of
 
 __version__ = "0.1.0"
+
+# --------------------------------------------------------------------------- chapter 7: context mixing
+from . import mixing, reference, sweeps
+from .mixing import LayerDecomposition, Mixing, context_mixing, decompose_layer, leave_one_out, local_hta, row_spearman
+from .sweeps import MixingSweep, agreement_table, context_mixing_sweep, cost_table

@@ -20,3 +20,4 @@ from .nullspace import (
 )
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
+from .mixing import plot_agreement, plot_cost, plot_leave_one_out
