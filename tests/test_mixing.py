@@ -176,3 +176,30 @@ def test_bad_input_gets_clear_errors(setup, tokenizer):
     sdpa = make_tiny_bert(attn_implementation="sdpa")
     with pytest.raises(helpers.UnsupportedModelError):
         mixing.context_mixing(sdpa, helpers.encode(tokenizer, "Hi there."), "attention")
+
+
+# ---------------------------------------------------------------- the corpus driver (helpers.sweeps)
+
+
+def test_sweep_tables(tokenizer, one_thread):
+    from helpers import sweeps
+    from helpers.data import Example
+
+    model = make_tiny_bert(layers=2)
+    examples = [Example(id=f"e{k}", text_a=a, text_b=b, label=None, source="test", topic="test")
+                for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])]
+    measures = (("attention", {}), ("globenc", {}), ("globenc", {"effective": True}))
+    sweep = sweeps.context_mixing_sweep(model, tokenizer, examples, measures=measures,
+                                        hta_options={"estimator": "estimate", "samples": 4},
+                                        local_samples=4, local_examples=1)
+    assert set(sweep.agreement["kind"]) == {"global", "local"}
+    assert set(sweep.agreement[sweep.agreement["kind"] == "local"]["example"]) == {"e0"}
+    assert sweep.agreement["layer"].between(1, 2).all() and sweep.agreement["rho"].abs().max() <= 1 + 1e-9
+    table = sweeps.agreement_table(sweep)
+    assert list(table.columns) == [1, 2] and "grad_input" in table.index and "globenc+eff rollout" in table.index
+    assert set(sweep.loo["measure"]) == {"hta", "attention rollout", "globenc rollout", "globenc+eff rollout",
+                                         "grad_input"}
+    cost = sweeps.cost_table(sweep)
+    assert cost.loc["hta", "fraction of HTA"] == 1 and (cost["seconds per sentence"] > 0).all()
+    with pytest.raises(ValueError, match="kind"):
+        sweeps.agreement_table(sweep, "other")
