@@ -65,6 +65,7 @@ __all__ = [
     "decompose_layer",
     "plain_rollout",
     "attention_rollout",
+    "rolled_out",
     "normalise_rows",
     "value_zeroing_scores",
     "grad_input_scores",
@@ -167,6 +168,14 @@ def attention_rollout(A_mean: torch.Tensor) -> torch.Tensor:
     """
     eye = torch.eye(A_mean.shape[-1], dtype=A_mean.dtype)
     return plain_rollout(normalise_rows(0.5 * A_mean + 0.5 * eye))
+
+
+def rolled_out(local: Mixing) -> Mixing:
+    """The global version of a local ``Mixing``: the rollout its authors use (see ``context_mixing``)."""
+    if local.rollout or local.method in GLOBAL_METHODS or local.method not in LOCAL_METHODS:
+        raise ValueError(f"{local.name!r} is not a local measure; rollout is not defined for it.")
+    scores = attention_rollout(local.scores) if local.method == "attention" else plain_rollout(local.scores)
+    return Mixing(scores=scores, method=local.method, rollout=True, effective=local.effective)
 
 
 def _layer_norm_parts(norm: torch.nn.LayerNorm, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -399,12 +408,8 @@ def context_mixing(
         local = torch.stack([value_zeroing_scores(model, internals, l) for l in range(1, L + 1)])
     else:
         local = torch.stack([_norm_scores(decompose_layer(model, internals, l, effective), method) for l in range(1, L + 1)])
-    local = normalise_rows(local.float().cpu())
-    if rollout:
-        scores = attention_rollout(local) if method == "attention" else plain_rollout(local)
-    else:
-        scores = local
-    return Mixing(scores=scores, method=method, rollout=rollout, effective=effective)
+    result = Mixing(scores=normalise_rows(local.float().cpu()), method=method, rollout=False, effective=effective)
+    return rolled_out(result) if rollout else result
 
 
 @torch.no_grad()
