@@ -39,7 +39,6 @@ A_eff T = A T, every decomposition above still sums to the layer's real output.
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -313,7 +312,7 @@ def local_hta(
     The reference for the local measures (the setting of GlobEnc's figure 4, with
     input-to-output blocks of one layer). ``samples=None``: exact, d tangents per
     input token and layer; k: the Hutchinson estimate with k random orthonormal
-    tangents per token (``helpers.jacobians.orthonormal_probes``).
+    tangents per token (``helpers.jacobians.orthonormal_samples``).
     """
     check_supported(model)
     internals = capture(model, encoding)
@@ -324,7 +323,7 @@ def local_hta(
     if samples is None:
         directions = torch.eye(d, dtype=internals.E.dtype).expand(n, d, d)
     else:
-        directions = jacobians.orthonormal_probes(n, d, k, seed=seed, dtype=internals.E.dtype)  # (n, k, d)
+        directions = jacobians.orthonormal_samples(n, d, k, seed=seed, dtype=internals.E.dtype)  # (n, k, d)
     token = torch.arange(n).repeat_interleave(k)
     flat = directions.reshape(n * k, d)
     norms = []
@@ -387,8 +386,6 @@ def context_mixing(
         if "method" in options:
             raise ValueError("Pass HTA's exact/estimate choice as estimator=..., not method=....")
         options["method"] = options.pop("estimator", "exact")
-        if "samples" in options and "samples" not in inspect.signature(hidden_token_attribution).parameters:
-            options["probes"] = options.pop("samples")  # the estimator's sample count, named probes before issue 8
         attribution = hidden_token_attribution(model, encoding, **options)
         return Mixing(scores=attribution.contributions, method="hta", rollout=False)
     unknown = set(options) - _OPTIONS

@@ -20,4 +20,8 @@ from .nullspace import (
 )
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
+
+# ---- issue 12: word classes (chapter 6)
+from .word_classes import plot_self_contribution_by_class
+
 from .mixing import plot_agreement, plot_cost, plot_leave_one_out
