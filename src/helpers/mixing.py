@@ -269,8 +269,8 @@ def grad_input_scores(model: PreTrainedModel, internals: Internals) -> torch.Ten
     LayerNorm is scale invariant, so J_ij x_j vanishes up to its epsilon. One
     forward-mode tangent per input token gives every layer at once.
     """
-    lin = jacobians.linearise(model, internals.embeddings, reference=internals.hidden_states)
-    words = model.embeddings.word_embeddings(internals.input_ids.to(internals.embeddings.device))  # (n, d)
+    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
+    words = model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d)
     tokens = torch.arange(lin.n, device=words.device)
     pushed = torch.stack(list(jacobians.push_tangents(lin, tokens, words)))  # (L, j, i, d)
     return pushed.norm(dim=-1).transpose(1, 2).float().cpu()
