@@ -128,3 +128,8 @@ from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_b
 
 # ---- issue 12: before/after drivers (chapter 8)
 from .sweeps import naive_identifiability_table, sink_attention_table
+
+# --------------------------------------------------------------------------- chapter 7: context mixing
+from . import mixing, reference, sweeps
+from .mixing import LayerDecomposition, Mixing, context_mixing, decompose_layer, leave_one_out, local_hta, row_spearman
+from .sweeps import MixingSweep, agreement_table, context_mixing_sweep, cost_table

@@ -84,3 +84,29 @@ def paper_layer(layer: int, num_layers: int, paper_layers: int = PAPER_LAYERS) -
     if num_layers < 1 or not 0 <= layer <= num_layers:
         raise ValueError(f"layer must be in 0..{num_layers}, got {layer}")
     return layer / num_layers * paper_layers
+
+# --------------------------------------------------------------------------- chapter 7: context mixing (more)
+# GlobEnc's reported Jacobian cost, seconds per example (2 hours for 256 SST-2 examples), and its norm measures
+GLOBENC_SECONDS_PER_EXAMPLE = {"jacobian": 2 * 3600 / 256, "norm_based": 5 / 256}
+# The book's labels for the published rows it compares with (leave-one-out ranking, last layer, after rollout)
+CONTEXT_MIXING_LABELS = {
+    "attention rollout": ("alti_sst2", "rollout"),
+    "attention_norm rollout": ("alti_sst2", "norm_rollout"),
+    "alti rollout": ("alti_sst2", "alti"),
+    "norm_residual rollout": ("globenc_table1", "norm_residual"),
+    "norm_residual_ln rollout": ("globenc_table1", "norm_residual_ln"),
+    "globenc rollout": ("globenc_table1", "globenc"),
+}
+__all__ += ["GLOBENC_SECONDS_PER_EXAMPLE", "CONTEXT_MIXING_LABELS"]
+
+
+def published_mixing(label: str) -> float | None:
+    """The published Spearman (SST-2) for one of the book's measure labels, or None."""
+    if label not in CONTEXT_MIXING_LABELS:
+        return None
+    table, key = CONTEXT_MIXING_LABELS[label]
+    value = CONTEXT_MIXING[table][key]
+    return value["sst2"] if isinstance(value, dict) else value
+
+
+__all__ += ["published_mixing"]

@@ -23,3 +23,5 @@ from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
 # ---- issue 12: word classes (chapter 6)
 from .word_classes import plot_self_contribution_by_class
+
+from .mixing import plot_agreement, plot_cost, plot_leave_one_out
