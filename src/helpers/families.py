@@ -20,6 +20,8 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from .models import UnsupportedModelError
+
 __all__ = [
     "Family",
     "FAMILIES",
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class UnsupportedFamilyError(ValueError):
+class UnsupportedFamilyError(UnsupportedModelError):
     """The model's family is not one the generic capture can take apart."""
 
 
