@@ -88,7 +88,8 @@ from .text import encode, tokens_of
 from . import attention_capture, causal, families
 from .families import CHAPTER_NEEDS, UnsupportedFamilyError, chapter_applies, family_of
 from .internals import capture_generic
-from .causal import causal_effective_attention, causal_null_dimensions, future_mass
+from .causal import attention_on_position, causal_effective_attention, causal_null_dimensions, future_mass
+from .sweeps import sink_sweep, summarise_sink
 from .models import DECODER_MODEL, load_decoder
 
 __version__ = "0.1.0"

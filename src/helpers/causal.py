@@ -24,7 +24,7 @@ import torch
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 
-__all__ = ["causal_effective_attention", "causal_null_dimensions", "check_causal", "future_mass"]
+__all__ = ["causal_effective_attention", "causal_null_dimensions", "check_causal", "future_mass", "attention_on_position"]
 
 
 def _check_tensor(M, name: str) -> None:
@@ -147,3 +147,21 @@ def causal_null_dimensions(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch
     n = T.shape[-2]
     ranks = torch.stack([numerical_rank(T[..., : i + 1, :], rtol) for i in range(n)], dim=-1)
     return torch.arange(1, n + 1, device=ranks.device) - ranks
+
+
+def attention_on_position(
+    A: torch.Tensor, effective: torch.Tensor, position: int = 0, from_row: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Total raw and effective attention that rows ``from_row..n-1`` put on one ``position``.
+
+    A, effective: (..., n, n) -> ``(raw, effective)``, each (...,). Their ratio is the share of
+    the attention on that position that reaches the head output (the rest lies in the null space).
+    """
+    _check_tensor(A, "A")
+    if effective.shape != A.shape:
+        raise ValueError(f"effective must have A's shape {tuple(A.shape)}; got {tuple(effective.shape)}.")
+    n = A.shape[-1]
+    for value, name in ((position, "position"), (from_row, "from_row")):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+            raise ValueError(f"{name} must be an integer in 0..{n - 1}, got {value!r}.")
+    return A[..., from_row:, position].sum(dim=-1), effective[..., from_row:, position].sum(dim=-1)

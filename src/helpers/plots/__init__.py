@@ -20,3 +20,6 @@ from .nullspace import (
 )
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
+
+# ---- chapter 9: decoders ----
+from .decoder import plot_causal_null_dimensions, plot_sink
