@@ -111,3 +111,42 @@ def test_on_a_captured_tiny_llama_with_grouped_heads(one_thread):
     torch.testing.assert_close(eff @ internals.T, internals.A @ internals.T, atol=1e-5, rtol=0)
     reference = causal_effective_attention_reference(internals.A[1, 2], internals.T[1, 2])
     torch.testing.assert_close(eff[1, 2].double(), reference, atol=1e-5, rtol=0)
+
+
+def test_attention_on_position_sums_the_rows_from_from_row():
+    A, V, H = causal_head(heads=2)
+    eff = causal_effective_attention(A, V=V, H=H).effective
+    raw, effective = helpers.attention_on_position(A, eff, position=0, from_row=4)
+    torch.testing.assert_close(raw, A[:, 4:, 0].sum(-1))
+    torch.testing.assert_close(effective, eff[:, 4:, 0].sum(-1))
+    with pytest.raises(ValueError, match="position"):
+        helpers.attention_on_position(A, eff, position=14)
+    with pytest.raises(ValueError, match="shape"):
+        helpers.attention_on_position(A, eff[:1])
+
+
+def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
+    from transformers import LlamaConfig, LlamaModel
+
+    from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
+    from .test_families import _widen
+
+    model = _widen(LlamaModel(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                          num_key_value_heads=2, intermediate_size=64, vocab_size=30522,
+                                          max_position_embeddings=256, attn_implementation="eager")))
+    table = helpers.sink_sweep(model, tokenizer, [LONG_TEXT, SENTENCE + " " + SENTENCE])
+    assert len(table) == 2 * 2 * 4 and set(table["layer"]) == {1, 2} and set(table["head"]) == {1, 2, 3, 4}
+    assert set(table["kv_head"]) == {1, 2}
+    internals = helpers.capture(model, helpers.encode(tokenizer, LONG_TEXT))
+    assert float(table.loc[(table["text"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]) == pytest.approx(
+        float(internals.A[1, 2, 8:, 0].sum()), abs=1e-6)
+    by_layer = helpers.summarise_sink(table, by=["layer"])
+    assert list(by_layer["layer"]) == [1, 2]
+    first = table[table.layer == 1]
+    assert by_layer["raw"].iloc[0] == pytest.approx(first["raw"].sum() / first["rows"].sum())
+    with pytest.raises(ValueError, match="bidirectional"):
+        helpers.sink_sweep(make_tiny_bert(), tokenizer, [LONG_TEXT])
+    with pytest.raises(ValueError, match="non-empty"):
+        helpers.sink_sweep(model, tokenizer, [])
+    with pytest.raises(ValueError, match="columns"):
+        helpers.summarise_sink(table.drop(columns="rows"))
