@@ -150,3 +150,15 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
         helpers.sink_sweep(model, tokenizer, [])
     with pytest.raises(ValueError, match="columns"):
         helpers.summarise_sink(table.drop(columns="rows"))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_gram_and_svd_routes_agree(groups, one_thread):
+    A, V, H = causal_head(n=30, d_v=6, heads=4, seed=3)
+    V = V[::groups].repeat_interleave(groups, dim=0)
+    gram = causal_effective_attention(A, V=V, H=H, groups=groups, method="gram")
+    svd = causal_effective_attention(A, V=V, H=H, groups=groups, method="svd")
+    torch.testing.assert_close(gram.effective, svd.effective, atol=1e-9, rtol=0)
+    assert torch.equal(gram.null[:, :6], torch.zeros_like(gram.null[:, :6]))
+    with pytest.raises(ValueError, match="method"):
+        causal_effective_attention(A, V=V, H=H, method="qr")

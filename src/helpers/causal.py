@@ -103,6 +103,7 @@ def causal_effective_attention(
     H: torch.Tensor | None = None,
     groups: int = 1,
     rtol: float = DEFAULT_RTOL,
+    method: str = "auto",
 ) -> EffectiveAttention:
     """Split causal attention row by row into the part that reaches the output and the part in LN(T[:i+1]).
 
@@ -112,6 +113,10 @@ def causal_effective_attention(
         groups: query heads per key/value head (grouped-query attention): heads along
             dimension -3 in runs of ``groups`` share T, so each prefix basis is computed once.
         rtol: singular values at most ``rtol * max`` count as zero (per prefix).
+        method: ``"gram"`` grows the m x m Gram matrix of the prefix by one rank-one term per
+            row and projects with its pseudo-inverse (n eigendecompositions of m x m per head);
+            ``"svd"`` takes the SVD of every prefix (n SVDs of up to n x m per head); ``"auto"``
+            (default) takes "gram" for m <= 128 (V, the fast path) and "svd" otherwise.
 
     Returns:
         ``EffectiveAttention(effective, null)``, both ``(..., n, n)``, causal, in A's dtype
@@ -122,20 +127,63 @@ def causal_effective_attention(
     check_causal(A)
     if not isinstance(rtol, (int, float)) or not 0 < rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}.")
-    M = _shared(_value_side(A, T, V, H, rtol), groups)
-    n = A.shape[-1]
+    if method not in ("auto", "gram", "svd"):
+        raise ValueError(f"method must be 'auto', 'gram' or 'svd', got {method!r}.")
+    M = _shared(_value_side(A, T, V, H, rtol), groups).to(torch.float64)
+    if method == "auto":
+        method = "gram" if M.shape[-1] <= 128 else "svd"
     A64 = A.to(torch.float64)
-    effective = torch.zeros_like(A64)
+    if method == "svd":
+        effective, full = _rows_by_svd(A64, M, groups, rtol)
+    else:
+        effective, full = _rows_by_gram(A64, M, groups, rtol)
+    effective = torch.where(full[..., None], A64, effective).to(A.dtype)  # full row rank: nothing to remove
+    return EffectiveAttention(effective, A - effective)
+
+
+def _rows_by_svd(A: torch.Tensor, M: torch.Tensor, groups: int, rtol: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row i projected onto range(M[:i+1]) from the SVD of each prefix; and whether rank(M[:i+1]) = i + 1: (..., n)."""
+    n = A.shape[-1]
+    effective = torch.zeros_like(A)
+    full = torch.zeros(A.shape[:-1], dtype=torch.bool, device=A.device)
     for i in range(n):
-        basis, rank = range_basis(M[..., : i + 1, :], rtol)  # (..., i+1, k), float64
+        basis, rank = range_basis(M[..., : i + 1, :], rtol)  # (..., i+1, k)
         if groups > 1:
             basis, rank = basis.repeat_interleave(groups, dim=-3), rank.repeat_interleave(groups, dim=-1)
-        row = A64[..., i, None, : i + 1]  # (..., 1, i+1)
-        projected = ((row @ basis) @ basis.transpose(-1, -2))[..., 0, :]
-        full = (rank == i + 1)[..., None]
-        effective[..., i, : i + 1] = torch.where(full, row[..., 0, :], projected)
-    effective = effective.to(A.dtype)
-    return EffectiveAttention(effective, A - effective)
+        row = A[..., i, None, : i + 1]  # (..., 1, i+1)
+        effective[..., i, : i + 1] = ((row @ basis) @ basis.transpose(-1, -2))[..., 0, :]
+        full[..., i] = rank == i + 1
+    return effective, full
+
+
+def _rows_by_gram(A: torch.Tensor, M: torch.Tensor, groups: int, rtol: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same projection from the nested prefixes' Gram matrices G_i = M[:i+1]^T M[:i+1].
+
+    Because A is causal, M[:i+1]^T a_i = (A M)[i] for every row at once, and the projection of
+    a_i onto range(M[:i+1]) is M[:i+1] G_i^+ (A M)[i]: row i of tril((A M) G_i^+ M^T).
+    G_i^+ keeps the eigenvalues above (rtol * sigma_max)^2, the squares of the singular values
+    the SVD route keeps. One shared head at a time (n Gram matrices of m x m each).
+    """
+    n, m = A.shape[-1], M.shape[-1]
+    batch = M.shape[:-2]
+    flat_M = M.reshape(-1, n, m)
+    flat_A = A.reshape(*batch, groups, n, n) if groups > 1 else A.reshape(*batch, 1, n, n)
+    flat_A = flat_A.reshape(-1, flat_A.shape[-3], n, n)
+    effective = torch.empty_like(flat_A)
+    full = torch.empty(flat_A.shape[:-1], dtype=torch.bool, device=A.device)
+    causal = torch.tril(torch.ones(n, n, dtype=torch.bool, device=A.device))
+    sizes = torch.arange(1, n + 1, device=A.device)
+    for b in range(flat_M.shape[0]):
+        Mb = flat_M[b]  # (n, m)
+        gram = torch.cumsum(Mb[:, :, None] * Mb[:, None, :], dim=0)  # (n, m, m): G_0, G_1, ...
+        values, vectors = torch.linalg.eigh(gram)  # ascending eigenvalues
+        keep = values > (rtol**2) * values[:, -1:].clamp_min(0.0)
+        inverse = torch.where(keep, 1.0 / torch.where(keep, values, torch.ones_like(values)), torch.zeros_like(values))
+        C = flat_A[b] @ Mb  # (g, n, m): row i is M[:i+1]^T a_i
+        W = torch.einsum("nij,nj,nkj,gnk->gni", vectors, inverse, vectors, C)  # G_i^+ c_i
+        effective[b] = (W @ Mb.T) * causal
+        full[b] = (keep.sum(dim=-1) == sizes)[None]
+    return effective.reshape(A.shape), full.reshape(A.shape[:-1])
 
 
 def causal_null_dimensions(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
