@@ -180,7 +180,8 @@ def _rows_by_gram(A: torch.Tensor, M: torch.Tensor, groups: int, rtol: float) ->
         keep = values > (rtol**2) * values[:, -1:].clamp_min(0.0)
         inverse = torch.where(keep, 1.0 / torch.where(keep, values, torch.ones_like(values)), torch.zeros_like(values))
         C = flat_A[b] @ Mb  # (g, n, m): row i is M[:i+1]^T a_i
-        W = torch.einsum("nij,nj,nkj,gnk->gni", vectors, inverse, vectors, C)  # G_i^+ c_i
+        coefficients = (C[..., None, :] @ vectors)[..., 0, :] * inverse  # (g, n, m): eigenbasis of each G_i
+        W = (vectors @ coefficients[..., None])[..., 0]  # (g, n, m): G_i^+ c_i
         effective[b] = (W @ Mb.T) * causal
         full[b] = (keep.sum(dim=-1) == sizes)[None]
     return effective.reshape(A.shape), full.reshape(A.shape[:-1])

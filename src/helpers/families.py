@@ -279,7 +279,6 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
     if missing and show:
         print(
             f"Note: this chapter's method does not apply to {type(model).__name__} (model_type={model_type!r}): "
-            f"it needs {'; and '.join(missing)}. The chapter runs on the book's default model instead "
-            "(unset BOOK_MODEL)."
+            f"it needs {'; and '.join(missing)}."
         )
     return not missing
