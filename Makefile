@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: test book bench notebooks clean
+.PHONY: test book bench notebooks clean browser
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,11 +18,18 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# Unit tests and nbval, then the HTML from the committed outputs, then the browser test.
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_NBVAL) tests book
+	$(PY) -m pytest $(PYTEST_NBVAL) --ignore=tests/browser tests book
+	$(MAKE) book
+	$(MAKE) browser
 
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build --warningiserror --keep-going .
+
+# Opens every built page in a system Chromium; skips, saying why, when none is found.
+browser: $(STAMP)
+	$(PY) -m pytest -rs tests/browser tests/test_api_page.py
 
 bench: $(STAMP)
 	@for script in $(sort $(wildcard benchmarks/bench_*.py)); do \

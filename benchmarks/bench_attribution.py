@@ -30,7 +30,8 @@ import time
 import torch
 
 import helpers
-from helpers import attribution, jacobians, jacobians_reference
+from helpers import attribution, jacobians
+from helpers import reference as jacobians_reference
 
 SHORT = "Hi."
 MEDIUM = "The committee approved the budget on Tuesday, after a long and heated debate."
@@ -99,7 +100,7 @@ def main() -> None:
     n = encoding["input_ids"].shape[1]
     t_exact, exact = timed(attribution.hidden_token_attribution, model, encoding, progress=False)
     internals = helpers.capture(model, encoding)
-    x = internals.embeddings
+    x = internals.x
     lin = jacobians.linearise(model, x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
     B = jacobians.default_chunk_size(lin)
@@ -132,7 +133,7 @@ def main() -> None:
     print(f"   {'probes':>6} {'time / exact':>13} {'median rel. err':>16} {'p95 rel. err':>13} {'same top input':>15}")
     for probes in (8, 32, 128):
         t_estimate, estimate = timed(attribution.hidden_token_attribution, model, encoding, method="estimate",
-                                     probes=probes, progress=False)
+                                     samples=probes, progress=False)
         c = attribution.compare_attributions(estimate, exact)
         print(f"   {probes:>6} {t_estimate / t_exact:>13.3f} {c['median_relative_error']:>16.2%} "
               f"{c['p95_relative_error']:>13.2%} {c['top_agreement']:>15.1%}")
@@ -143,10 +144,10 @@ def main() -> None:
     example = lengths[min(lengths, key=lambda m: (abs(m - 64), m))]
     encoding = helpers.encode(tokenizer, example.text_a, example.text_b, model=model)
     n = encoding["input_ids"].shape[1]
-    t_estimate, _ = timed(attribution.hidden_token_attribution, model, encoding, method="estimate", probes=32,
+    t_estimate, _ = timed(attribution.hidden_token_attribution, model, encoding, method="estimate", samples=32,
                           progress=False)
     internals = helpers.capture(model, encoding)
-    lin = jacobians.linearise(model, internals.embeddings, reference=internals.hidden_states)
+    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
     B = jacobians.default_chunk_size(lin)
     token = torch.arange(B) // d % n

@@ -21,7 +21,8 @@ import time
 import torch
 
 import helpers
-from helpers.effective import effective_attention, effective_attention_loop
+from helpers.effective import effective_attention
+from helpers.reference import effective_attention_loop
 
 
 def best_time(function, repeats: int) -> float:

@@ -4,7 +4,8 @@ import torch
 
 import helpers
 from helpers import attribution as hta
-from helpers import jacobians, jacobians_reference
+from helpers import jacobians
+from helpers import reference as jacobians_reference
 
 from .conftest import SENTENCE, make_tiny_bert
 
@@ -20,7 +21,7 @@ def tiny64():
 def _x_and_reference(model, tokenizer, text, text_pair=None):
     encoding = helpers.encode(tokenizer, text, text_pair, model=model)
     internals = helpers.capture(model, encoding)
-    return encoding, internals.embeddings, internals.hidden_states
+    return encoding, internals.x, internals.hidden_states
 
 
 # ---------------------------------------------------------------- exactness
@@ -150,7 +151,7 @@ def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(toke
 def test_rows_sum_to_one_and_are_non_negative(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, *PAIR, model=tiny_model)
     for method in hta.METHODS:
-        result = hta.hidden_token_attribution(tiny_model, encoding, method=method, probes=4, progress=False)
+        result = hta.hidden_token_attribution(tiny_model, encoding, method=method, samples=4, progress=False)
         assert torch.allclose(result.contributions.sum(-1), torch.ones(2, result.n), atol=1e-6)
         assert (result.contributions >= 0).all()
 
@@ -163,24 +164,24 @@ def test_estimate_converges_to_exact_as_probes_grow(tiny64, tokenizer):
         # average over seeds so the trend is the estimator's, not one draw's
         errors.append(sum(
             hta.compare_attributions(
-                hta.hidden_token_attribution(tiny64, encoding, "estimate", probes=probes, seed=s, progress=False), exact
+                hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=probes, seed=s, progress=False), exact
             )["median_relative_error"] for s in range(3)
         ))
     assert errors[0] > errors[1] > errors[2] > 0
-    full = hta.hidden_token_attribution(tiny64, encoding, "estimate", probes=32, progress=False)  # k = d: exact
+    full = hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=32, progress=False)  # k = d: exact
     assert torch.allclose(full.contributions, exact.contributions, atol=1e-10)
 
 
 def test_estimate_is_seeded(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, SHORT, model=tiny_model)
-    first, again, other = (hta.hidden_token_attribution(tiny_model, encoding, "estimate", probes=3, seed=s,
+    first, again, other = (hta.hidden_token_attribution(tiny_model, encoding, "estimate", samples=3, seed=s,
                                                         progress=False) for s in (0, 0, 1))
     assert torch.equal(first.norms, again.norms)
     assert not torch.allclose(first.norms, other.norms)
 
 
-def test_orthonormal_probes():
-    U = jacobians.orthonormal_probes(n=3, d=10, k=4, seed=0, dtype=torch.float64)
+def test_orthonormal_samples():
+    U = jacobians.orthonormal_samples(n=3, d=10, k=4, seed=0, dtype=torch.float64)
     assert U.shape == (3, 4, 10)
     assert torch.allclose(U @ U.transpose(1, 2), torch.eye(4).expand(3, 4, 4).double(), atol=1e-12)
 
@@ -199,7 +200,7 @@ def test_layers_subset_matches_the_full_result(tiny_model, tokenizer):
 
 def test_estimate_on_the_real_model_is_close(real_short):
     model, encoding, _, _, exact = real_short
-    estimate = hta.hidden_token_attribution(model, encoding, "estimate", probes=32, progress=False)
+    estimate = hta.hidden_token_attribution(model, encoding, "estimate", samples=32, progress=False)
     comparison = hta.compare_attributions(estimate, exact)
     assert comparison["median_relative_error"] < 0.05
     assert comparison["top_agreement"] >= 0.9
@@ -223,12 +224,12 @@ def test_bad_input_is_rejected(tokenizer):
     encoding = helpers.encode(tokenizer, SHORT, model=model)
     with pytest.raises(ValueError, match="Unknown method"):
         hta.hidden_token_attribution(model, encoding, method="gradient")
-    with pytest.raises(ValueError, match="probes"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", probes=0)
-    with pytest.raises(ValueError, match="probes"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", probes=33)
+    with pytest.raises(ValueError, match="samples"):
+        hta.hidden_token_attribution(model, encoding, method="estimate", samples=0)
+    with pytest.raises(ValueError, match="samples"):
+        hta.hidden_token_attribution(model, encoding, method="estimate", samples=33)
     with pytest.raises(TypeError, match="integer"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", probes=2.5)
+        hta.hidden_token_attribution(model, encoding, method="estimate", samples=2.5)
     with pytest.raises(ValueError, match="numbered 1..2"):
         hta.hidden_token_attribution(model, encoding, layers=[0])
     with pytest.raises(ValueError, match="empty"):
@@ -274,8 +275,8 @@ def test_low_level_bad_input(tiny_model, tokenizer):
         jacobians.block_norms(lin, chunk_size=0)
     with pytest.raises(ValueError, match="memory_mb"):
         jacobians.block_norms(lin, memory_mb=0)
-    with pytest.raises(ValueError, match="probes"):
-        jacobians.orthonormal_probes(2, 4, 5)
+    with pytest.raises(ValueError, match="samples"):
+        jacobians.orthonormal_samples(2, 4, 5)
     with pytest.raises(ValueError, match="non-negative"):
         hta.contributions_from_norms(-torch.ones(2, 2))
     with pytest.raises(ValueError, match="zero Jacobian"):
@@ -331,6 +332,17 @@ def test_own_input_is_largest_matches_argmax(pair_result):
     assert torch.equal(largest, argmax == torch.arange(pair_result.n))
 
 
+def test_share_own_input_not_largest_counts_hidden_tokens_per_layer(pair_result):
+    table = hta.self_contribution_table([pair_result])
+    share = hta.share_own_input_not_largest(table)
+    largest = hta.own_input_is_largest(pair_result)  # (L, n)
+    expected = 1.0 - largest.double().mean(-1)
+    assert list(share.index) == list(pair_result.layers)
+    assert torch.allclose(torch.tensor(share.to_numpy()), expected)
+    with pytest.raises(ValueError, match="own_is_largest"):
+        hta.share_own_input_not_largest(table.drop(columns="own_is_largest"))
+
+
 def test_compare_attributions(pair_result, tokenizer):
     same = hta.compare_attributions(pair_result, pair_result)
     assert same == {"median_relative_error": 0.0, "p95_relative_error": 0.0, "max_abs_error": 0.0,
@@ -363,7 +375,20 @@ def test_tables(pair_result):
 
 
 def test_paper_layer_maps_by_relative_depth():
-    assert hta.paper_layer(3, 6) == 6
-    assert hta.paper_layer(6, 6) == 12
+    assert helpers.paper.paper_layer(3, 6) == 6
+    assert helpers.paper.paper_layer(6, 6) == 12
     with pytest.raises(ValueError):
-        hta.paper_layer(7, 6)
+        helpers.paper.paper_layer(7, 6)
+
+
+def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
+    import matplotlib.pyplot as plt
+
+    estimate = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), "estimate", samples=3,
+                                            progress=False)
+    exact = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layers=(1,))
+    assert "3 samples per token" in axes[0].figure._suptitle.get_text()
+    ax = helpers.plots.plot_estimate_vs_exact(estimate, exact)
+    assert "3 samples per token" in ax.get_ylabel()
+    plt.close("all")

@@ -5,17 +5,11 @@ import pytest
 import torch
 
 import helpers
-from helpers.effective import (
-    attention_to,
-    effective_attention,
-    effective_attention_loop,
-    effective_attention_of,
-    effective_attention_sweep,
-    pearson,
-    summarise_token_classes,
-    token_classes,
-)
-from helpers.linalg import range_basis
+from helpers.effective import effective_attention, effective_attention_of
+from helpers.linalg import pearson, range_basis
+from helpers.reference import effective_attention_loop
+from helpers.sweeps import effective_attention_sweep
+from helpers.tokens import attention_to, summarise_token_classes, token_classes
 
 from .conftest import LONG_TEXT, SENTENCE
 
@@ -199,69 +193,6 @@ def test_non_tensor_input():
         effective_attention(A.tolist(), T)
     with pytest.raises(TypeError, match="Internals"):
         effective_attention_of({"A": A})
-
-
-def test_pearson_matches_numpy():
-    g = torch.Generator().manual_seed(6)
-    X, Y = torch.randn(3, 5, 7, generator=g), torch.randn(3, 5, 7, generator=g)
-    r = pearson(X, Y + X)
-    expected = [np.corrcoef(x.ravel(), (y + x).ravel())[0, 1] for x, y in zip(X.numpy(), Y.numpy())]
-    assert np.allclose(r.numpy(), expected, atol=1e-6)
-    assert torch.allclose(pearson(X, 3 * X + 1), torch.ones(3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="same shape"):
-        pearson(X, Y[:, :-1])
-
-
-def test_token_classes_partition_the_sequence():
-    tokens = ["[CLS]", "the", "cat", ",", "sat", "##.", "...", "[SEP]", "it", "'", "s", "[SEP]"]
-    masks = token_classes(tokens)
-    assert masks["[CLS]"].nonzero().ravel().tolist() == [0]
-    assert masks["[SEP]"].nonzero().ravel().tolist() == [7, 11]
-    assert masks["punctuation"].nonzero().ravel().tolist() == [3, 5, 6, 9]
-    total = sum(mask.long() for mask in masks.values())
-    assert total.eq(1).all()
-    with pytest.raises(ValueError, match="empty"):
-        token_classes([])
-    with pytest.raises(TypeError):
-        token_classes("[CLS] the")
-
-
-def test_attention_to_classes_sums_to_one_for_raw_attention():
-    A, V, H, T = random_head(n=12)
-    tokens = ["[CLS]"] + ["w", ","] * 5 + ["[SEP]"]
-    masks = token_classes(tokens)
-    total = sum(attention_to(A, mask) for mask in masks.values())
-    assert torch.allclose(total, torch.ones(2, 3, dtype=torch.float64))
-    # attention to [CLS] is the mean of column 0
-    assert torch.allclose(attention_to(A, masks["[CLS]"]), A[..., 0].mean(-1))
-    with pytest.raises(ValueError, match="mask"):
-        attention_to(A, masks["[CLS]"][:-1])
-    with pytest.raises(ValueError, match="mask"):
-        attention_to(A, masks["[CLS]"].long())
-
-
-def test_sweep_on_the_real_model(real_model):
-    model, tokenizer = real_model
-    examples = [
-        helpers.Example("short", SENTENCE, None, None, "test"),
-        helpers.Example("long", LONG_TEXT, SENTENCE, None, "test"),
-    ]
-    table = effective_attention_sweep(model, tokenizer, examples, progress=False)
-    L, h = model.config.num_hidden_layers, model.config.num_attention_heads
-    assert len(table) == 2 * L * h
-    assert set(table.layer) == set(range(1, L + 1))
-    short, long = table[table.id == "short"], table[table.id == "long"]
-    assert (short.null_dim == 0).all() and np.allclose(short.correlation, 1.0, rtol=0, atol=1e-12)
-    assert (long.null_dim == long.n - 32).all() and (long.correlation < 1).all()
-    classes = ["[CLS]", "[SEP]", "punctuation", "other"]
-    assert np.allclose(table[[f"raw_{c}" for c in classes]].sum(axis=1), 1.0)
-    summary = summarise_token_classes(table)
-    assert len(summary) == 3 * L
-    assert np.allclose(summary.removed, 1 - summary.effective / summary.raw)
-    with pytest.raises(ValueError, match="No columns"):
-        summarise_token_classes(table, classes=("[MASK]",))
-    with pytest.raises(ValueError, match="No examples"):
-        effective_attention_sweep(model, tokenizer, [], progress=False)
 
 
 def test_plots_draw_and_reject_bad_input(real_model):

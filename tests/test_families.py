@@ -121,7 +121,7 @@ def test_generic_path_matches_the_bert_fast_path(one_thread):
     enc = encoding()
     enc["token_type_ids"] = torch.zeros_like(enc["input_ids"])
     fast, generic = helpers.capture(model, enc), capture_generic(model, enc)
-    for name in ("embeddings", "E", "Q", "K", "V", "A", "W_V", "b_V", "H", "b_O", "T", "attention_output", "hidden_states"):
+    for name in ("x", "E", "Q", "K", "V", "A", "W_V", "b_V", "H", "b_O", "T", "attention_output", "hidden_states"):
         torch.testing.assert_close(getattr(generic, name), getattr(fast, name), atol=1e-5, rtol=0, msg=name)
 
 

@@ -32,7 +32,7 @@ def test_padded_batches_equal_unpadded_passes(tiny_model, tokenizer, batch_size)
         assert int(rows.sum()) == internals.n  # padding dropped, nothing else
         assert torch.equal(tokens.position[rows], torch.arange(internals.n))
         assert torch.equal(tokens.input_ids[rows], internals.input_ids)
-        assert torch.allclose(tokens.inputs[rows], internals.embeddings, atol=1e-5)
+        assert torch.allclose(tokens.x[rows], internals.x, atol=1e-5)
         assert torch.allclose(tokens.hidden[:, rows], internals.hidden_states, atol=1e-5)
 
 
@@ -44,7 +44,7 @@ def test_real_model_padding_changes_nothing(real_model):
         internals = reference(model, tokenizer, item)
         rows = tokens.sentence == s
         assert torch.allclose(tokens.hidden[:, rows], internals.hidden_states, atol=1e-4)
-        assert torch.allclose(tokens.inputs[rows], internals.embeddings, atol=1e-6)
+        assert torch.allclose(tokens.x[rows], internals.x, atol=1e-6)
 
 
 def test_examples_are_taken_as_pairs(tiny_model, tokenizer):

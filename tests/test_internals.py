@@ -53,7 +53,7 @@ def test_embeddings_are_token_plus_segment_plus_position(tiny_model, tokenizer):
     n = ids.shape[0]
     expected = emb.word_embeddings(ids) + emb.token_type_embeddings(encoding["token_type_ids"][0]) \
         + emb.position_embeddings(torch.arange(n))
-    assert torch.allclose(internals.embeddings, expected, atol=1e-6)
+    assert torch.allclose(internals.x, expected, atol=1e-6)
 
 
 def test_training_mode_is_rejected(tokenizer):
@@ -94,3 +94,17 @@ def test_rebuild_hidden_states_on_the_real_model(real_model):
     assert torch.allclose(rebuilt, internals.hidden_states[1:], atol=1e-4)
     names = [row["tensor"] for row in internals.shape_table()]
     assert names[:2] == ["x", "E"] and "T" in names
+
+
+def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_model, tokenizer):
+    internals = helpers.capture(tiny_model, helpers.encode(tokenizer, SENTENCE, model=tiny_model))
+    block = helpers.attention_block_output(internals.A, internals.T, internals.b_O)
+    assert torch.allclose(block, internals.attention_output, atol=1e-5)
+    by_hand = sum(internals.A[:, k] @ internals.T[:, k] for k in range(internals.heads)) + internals.b_O[:, None, :]
+    assert torch.allclose(block, by_hand, atol=1e-6)
+    shifted = helpers.attention_block_output(internals.A, internals.T, internals.b_O + 1.0)
+    assert torch.allclose(shifted - block, torch.ones_like(block))  # b^O is added once to every token
+    with pytest.raises(ValueError, match="same leading shape"):
+        helpers.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
+    with pytest.raises(ValueError, match="b_O"):
+        helpers.attention_block_output(internals.A, internals.T, internals.b_O[0])

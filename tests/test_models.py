@@ -2,7 +2,8 @@ import pytest
 import torch
 
 import helpers
-from helpers.models import BERT_BASE, ModelLoadError, UnsupportedModelError
+from helpers.models import ModelLoadError, UnsupportedModelError
+from helpers.paper import BERT_BASE
 
 from .conftest import make_tiny_bert
 
@@ -16,9 +17,15 @@ def test_default_model_loads_offline_in_eval_with_eager_attention(real_model):
     assert tokenizer.convert_ids_to_tokens([101, 102]) == ["[CLS]", "[SEP]"]
 
 
-def test_describe_matches_bert_base_numbers():
-    assert (BERT_BASE.layers, BERT_BASE.heads, BERT_BASE.d, BERT_BASE.d_v) == (12, 12, 768, 64)
-    assert BERT_BASE.as_row()["identifiable up to d_s"] == 64
+def test_paper_model_numbers_match_describe_of_a_bert_base_config():
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig()  # transformers' defaults are BERT-Base's sizes
+    config.name_or_path = BERT_BASE.name
+    with torch.device("meta"):  # no weights: describe reads the configuration
+        model = BertModel(config)
+    assert helpers.describe(model, name=BERT_BASE.name) == BERT_BASE
+    assert BERT_BASE.as_row()["identifiable up to n"] == BERT_BASE.d_v == BERT_BASE.d // BERT_BASE.heads
 
 
 def test_hub_name_offline_gives_one_clear_error(monkeypatch):

@@ -36,63 +36,6 @@ def real_internals(real_model):
 # ----------------------------------------------------------------- prefixes and rank sweeps
 
 
-def test_prefix_encoding_keeps_the_start_and_the_closing_token(tokenizer):
-    encoding = helpers.encode(tokenizer, LONG_TEXT)
-    prefix = helpers.prefix_encoding(encoding, 10)
-    ids = prefix["input_ids"]
-    assert ids.shape == (1, 10)
-    assert torch.equal(ids[0, :9], encoding["input_ids"][0, :9])
-    assert int(ids[0, -1]) == tokenizer.sep_token_id
-    assert prefix["attention_mask"].shape == (1, 10) and prefix["token_type_ids"].shape == (1, 10)
-    full = helpers.prefix_encoding(encoding, encoding["input_ids"].shape[1])
-    assert torch.equal(full["input_ids"], encoding["input_ids"])
-
-
-@pytest.mark.parametrize("length, error", [(1, ValueError), (10_000, ValueError), (5.0, TypeError), (True, TypeError)])
-def test_prefix_encoding_rejects_bad_lengths(tokenizer, length, error):
-    with pytest.raises(error):
-        helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), length)
-
-
-def test_rank_sweep_on_tiny_model_follows_min_of_length_and_d_v(tiny_model, tokenizer):
-    encodings = [helpers.encode(tokenizer, LONG_TEXT, model=tiny_model), helpers.encode(tokenizer, SENTENCE, model=tiny_model)]
-    lengths = [4, 8, 9, 12, 16, 40]
-    frame = helpers.rank_sweep(tiny_model, encodings, lengths, matrices=("V", "T", "V1"), progress=False)
-    short = encodings[1]["input_ids"].shape[1]
-    jobs = len(lengths) + len([x for x in lengths if x <= short])
-    assert len(frame) == 2 * 4 * jobs  # layers * heads * (text, length) pairs
-    assert (frame["rank_V"] == np.minimum(frame["d_s"], D_V)).all()
-    assert (frame["rank_T"] == frame["rank_V"]).all()
-    assert (frame["rank_V1"] == np.minimum(frame["d_s"], D_V + 1)).all()
-    assert (frame["null_dim_T"] == frame["d_s"] - frame["rank_T"]).all()
-    assert (frame["null_dim_T"] >= frame["d_s"] - D_V).all()
-
-
-def test_rank_sweep_per_text_covers_every_length_at_a_fraction_of_the_cost(tiny_model, tokenizer):
-    encodings = [helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
-    lengths = [4, 6, 8, 10, 12, 16, 20, 24, 32]
-    frame = helpers.rank_sweep(tiny_model, encodings, lengths, per_text=3, progress=False)
-    jobs = frame[["text", "d_s"]].drop_duplicates()
-    assert (jobs.groupby("text").size() == 3).all()
-    assert set(jobs["d_s"]) == set(lengths)
-    with pytest.raises(ValueError, match="per_text"):
-        helpers.rank_sweep(tiny_model, encodings, lengths, per_text=0, progress=False)
-
-
-def test_rank_sweep_bad_input(tiny_model, tokenizer):
-    encoding = helpers.encode(tokenizer, SENTENCE)
-    with pytest.raises(ValueError, match="empty"):
-        helpers.rank_sweep(tiny_model, [], [8], progress=False)
-    with pytest.raises(ValueError, match="matrices"):
-        helpers.rank_sweep(tiny_model, [encoding], [8], matrices=("W",), progress=False)
-    with pytest.raises(ValueError, match="matrices"):
-        helpers.rank_sweep(tiny_model, [encoding], [8], matrices="V", progress=False)
-    with pytest.raises(ValueError, match="long"):
-        helpers.rank_sweep(tiny_model, [encoding], [500], progress=False)
-    with pytest.raises(ValueError, match=">= 2"):
-        helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
-
-
 # ----------------------------------------------------------------- principal angles
 
 
@@ -217,13 +160,13 @@ def test_same_output_towards_keeps_the_head_output(tiny_internals, simplex):
 
 def test_null_direction_rows_lie_in_the_constrained_null_space(tiny_internals):
     T = tiny_internals.T[1, 0]
-    D = helpers.null_direction(T, generator=torch.Generator().manual_seed(3))
+    D = helpers.null_direction(T, seed=3)
     assert D.shape == (T.shape[0], T.shape[0])
     assert abs(float(torch.linalg.matrix_norm(D)) - 1) < 1e-12
     assert (D @ T.double()).abs().max() < 1e-5 * T.abs().max()
     assert D.sum(-1).abs().max() < 1e-12
     # two seeds, two directions
-    other = helpers.null_direction(T, generator=torch.Generator().manual_seed(4))
+    other = helpers.null_direction(T, seed=4)
     assert (other - D).abs().max() > 1e-3
 
 
@@ -242,7 +185,7 @@ def test_null_direction_bad_input(tiny_model, tokenizer, tiny_internals):
 
 def test_step_range_is_the_exact_non_negative_interval(tiny_internals):
     A, T = tiny_internals.A[1, 1], tiny_internals.T[1, 1]
-    D = helpers.null_direction(T, generator=torch.Generator().manual_seed(0))
+    D = helpers.null_direction(T, seed=0)
     low, high = helpers.step_range(A, D)
     assert low < 0 < high
     A64 = A.double()
@@ -265,7 +208,7 @@ def test_step_range_bad_input():
 
 def check_family(A, T, family):
     report = helpers.validity(family.attentions, A, T)
-    assert report["min_entry"] >= 0.0
+    assert report["min_entry"] >= -1e-12  # unclamped: an entry driven to zero may end a rounding error below it
     assert report["row_sum_error"] < 1e-6
     assert report["output_error"] < 1e-5
     # the extremes touch zero: the step range is tight
@@ -274,7 +217,7 @@ def check_family(A, T, family):
 
 def test_alternative_family_is_valid_on_tiny_model(tiny_internals):
     A, T = tiny_internals.A[0, 2], tiny_internals.T[0, 2]
-    family = helpers.alternative_family(A, T, [-1.0, -0.3, 0.0, 0.6, 1.0], generator=torch.Generator().manual_seed(1))
+    family = helpers.alternative_family(A, T, [-1.0, -0.3, 0.0, 0.6, 1.0], seed=1)
     assert family.attentions.shape == (5, *A.shape)
     assert torch.allclose(family.attentions[2], A.double())
     check_family(A, T, family)
@@ -284,7 +227,7 @@ def test_alternative_family_is_valid_on_tiny_model(tiny_internals):
 def test_alternative_family_is_valid_on_real_model(real_internals):
     A, T = real_internals.A[3, 5], real_internals.T[3, 5]
     assert real_internals.n > 33
-    check_family(A, T, helpers.alternative_family(A, T, generator=torch.Generator().manual_seed(0)))
+    check_family(A, T, helpers.alternative_family(A, T, seed=0))
 
 
 def test_alternative_family_bad_input(tiny_internals):
@@ -323,7 +266,7 @@ def test_plots_draw(tiny_model, tokenizer, tiny_internals):
     assert len(axes) == 2 and axes[0].get_xlabel()
     helpers.plots.plot_null_space_angles(helpers.compare_null_spaces(tiny_internals, progress=False))
     A, T = tiny_internals.A[0, 0], tiny_internals.T[0, 0]
-    family = helpers.alternative_family(A, T, generator=torch.Generator().manual_seed(0))
+    family = helpers.alternative_family(A, T, seed=0)
     helpers.plots.plot_family_rows(family.attentions, row=3)
     helpers.plots.plot_attention_comparison({"A": A, "diff": family.attentions[0] - A}, signed=["diff"])
     helpers.plots.plot_hidden_change({"null": torch.ones(3) * 1e-7, "control": torch.ones(3)}, patched_layer=0)
@@ -336,9 +279,9 @@ def test_plots_draw(tiny_model, tokenizer, tiny_internals):
 def test_plots_bad_input(tiny_internals):
     A = tiny_internals.A[0, 0]
     with pytest.raises(ValueError, match="columns"):
-        helpers.plots.plot_rank_sweep(__import__("pandas").DataFrame({"d_s": [1]}), 8)
+        helpers.plots.plot_rank_sweep(__import__("pandas").DataFrame({"n": [1]}), 8)
     with pytest.raises(TypeError):
-        helpers.plots.plot_rank_sweep({"d_s": [1]}, 8)
+        helpers.plots.plot_rank_sweep({"n": [1]}, 8)
     with pytest.raises(ValueError, match="row"):
         helpers.plots.plot_family_rows(A[None], row=10_000)
     with pytest.raises(ValueError, match="one shape"):
@@ -346,8 +289,3 @@ def test_plots_bad_input(tiny_internals):
     with pytest.raises(ValueError, match="empty"):
         helpers.plots.plot_attention_comparison({})
     plt.close("all")
-
-
-def test_module_never_loads_a_model_or_draws():
-    source = open(nullspace.__file__).read()
-    assert "load_model" not in source and "matplotlib" not in source

@@ -83,8 +83,8 @@ def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
     rows, targets = probes._interior(train, offsets)
     test_rows, test_targets = probes._interior(test, offsets)
     for k, got in zip(offsets, table["rate"]):
-        fitted = probes.fit_map(train.hidden[NOISY, rows], train.inputs[targets[k]], "linear", "l2")
-        nearest = probes.nearest_in_sentence(fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.inputs, test.sentence, "l2")
+        fitted = probes.fit_map(train.hidden[NOISY, rows], train.x[targets[k]], "linear", "l2")
+        nearest = probes.nearest_in_sentence(fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2")
         assert got == (nearest == test_targets[k]).float().mean().item()
     # the general path (one fit per offset) finds the shifted neighbour too
     cosine = probes.neighbour_rates(train, test, offsets=[0, 1], layers=[SHIFTED], kind="linear", loss="cosine", progress=False)
@@ -113,7 +113,7 @@ def test_linear_l2_is_the_least_squares_solution():
 
 def test_cosine_training_lowers_the_cosine_loss(split):
     train, _ = split
-    h, x = train.hidden[INDEPENDENT], train.inputs
+    h, x = train.hidden[INDEPENDENT], train.x
     threads = torch.get_num_threads()
     start = probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
     trained = probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
@@ -126,7 +126,7 @@ def test_cosine_training_lowers_the_cosine_loss(split):
 
 def test_mlp_is_seeded(split):
     train, _ = split
-    h, x = train.hidden[NOISY], train.inputs
+    h, x = train.hidden[NOISY], train.x
     a, b = (probes.fit_map(h, x, "mlp", "l2", seed=3, epochs=1) for _ in range(2))
     c = probes.fit_map(h, x, "mlp", "l2", seed=4, epochs=1)
     assert torch.equal(a(h), b(h))
@@ -173,14 +173,14 @@ def test_nearest_matches_brute_force_and_stays_in_the_sentence(distance):
     shuffle = torch.randperm(len(tokens), generator=g)  # order must not matter
     queries = torch.randn(len(tokens), 16, generator=g)[shuffle]
     query_sentence = tokens.sentence[shuffle]
-    found = probes.nearest_in_sentence(queries, query_sentence, tokens.inputs, tokens.sentence, distance)
+    found = probes.nearest_in_sentence(queries, query_sentence, tokens.x, tokens.sentence, distance)
     assert torch.equal(tokens.sentence[found], query_sentence)
-    assert torch.equal(found, brute_force_nearest(queries, query_sentence, tokens.inputs, tokens.sentence, distance))
+    assert torch.equal(found, brute_force_nearest(queries, query_sentence, tokens.x, tokens.sentence, distance))
 
 
 def test_rates_of_exact_and_shifted_predictions():
     tokens = synthetic_tokens(sentences=10, seed=3)
-    x, s, p = tokens.inputs, tokens.sentence, tokens.position
+    x, s, p = tokens.x, tokens.sentence, tokens.position
     for distance in ("l2", "cosine"):
         assert probes.identifiability_rate(x, x, s, distance) == 1.0
         assert probes.identifiability_rate(3 * x, x, s, "cosine") == 1.0
@@ -207,7 +207,7 @@ def test_chance_rate_is_mean_inverse_length():
     assert probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
     # and a map that guesses uniformly at random scores that on average
     g = torch.Generator().manual_seed(0)
-    guesses = [probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.inputs, tokens.sentence)
+    guesses = [probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence)
                for _ in range(200)]
     assert sum(guesses) / len(guesses) == pytest.approx(probes.chance_rate(tokens), abs=0.01)
 
@@ -267,8 +267,8 @@ def test_probe_layers_table_maps_and_generalisation(split):
     train, test = split
     combos = [("naive", "cosine"), ("linear", "l2")]
     result = probes.probe_layers(train, test, combos, layers=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
-    assert list(result.table.columns) == ["map", "loss", "layer", "test", "train"]
-    assert (result.table.query("layer == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
+    assert list(result.table.columns) == ["map", "loss", "hidden_state", "test", "train"]
+    assert (result.table.query("hidden_state == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
     assert len(result.table) == 6 and set(result.maps) == set(combos)
     assert [m.layer for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
     matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, layers=[IDENTITY, ROTATION, INDEPENDENT])
@@ -304,12 +304,12 @@ def test_plots_draw_and_reject_bad_tables(split):
     assert len(ax.lines) == 3
     helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0, 1], test_layers=[0, 1])
     helpers.plots.plot_fraction_curve(pd.DataFrame({"map": ["mlp"], "fraction": [1.0], "rate": [0.8]}),
-                                      paper=probes.PAPER_FRACTION_CURVE)
-    helpers.plots.plot_neighbour_rates(pd.DataFrame({"layer": [1, 1], "offset": [-1, 1], "rate": [0.2, 0.3]}))
+                                      paper=helpers.paper.TOKEN_IDENTIFIABILITY["fraction_curve_mlp"])
+    helpers.plots.plot_neighbour_rates(pd.DataFrame({"hidden_state": [1, 1], "offset": [-1, 1], "rate": [0.2, 0.3]}))
     plt.close("all")
     with pytest.raises(ValueError, match="missing"):
         helpers.plots.plot_layer_rates(result.table.drop(columns="loss"))
     with pytest.raises(ValueError, match="layer labels"):
         helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0])
     with pytest.raises(TypeError, match="DataFrame"):
-        helpers.plots.plot_neighbour_rates({"layer": [1]})
+        helpers.plots.plot_neighbour_rates({"hidden_state": [1]})

@@ -1,9 +1,10 @@
 import pytest
+import torch
 
 import helpers
 from helpers.text import check_single_sequence
 
-from .conftest import SENTENCE, make_tiny_bert
+from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
 
 
 def test_encode_is_one_unpadded_sequence(tokenizer):
@@ -50,3 +51,21 @@ def test_padded_batch_is_rejected(tokenizer):
     single = tokenizer(["short"], padding="max_length", max_length=8, return_tensors="pt")
     with pytest.raises(ValueError, match="padded"):
         check_single_sequence(single)
+
+
+def test_prefix_encoding_keeps_the_start_and_the_closing_token(tokenizer):
+    encoding = helpers.encode(tokenizer, LONG_TEXT)
+    prefix = helpers.prefix_encoding(encoding, 10)
+    ids = prefix["input_ids"]
+    assert ids.shape == (1, 10)
+    assert torch.equal(ids[0, :9], encoding["input_ids"][0, :9])
+    assert int(ids[0, -1]) == tokenizer.sep_token_id
+    assert prefix["attention_mask"].shape == (1, 10) and prefix["token_type_ids"].shape == (1, 10)
+    full = helpers.prefix_encoding(encoding, encoding["input_ids"].shape[1])
+    assert torch.equal(full["input_ids"], encoding["input_ids"])
+
+
+@pytest.mark.parametrize("length, error", [(1, ValueError), (10_000, ValueError), (5.0, TypeError), (True, TypeError)])
+def test_prefix_encoding_rejects_bad_lengths(tokenizer, length, error):
+    with pytest.raises(error):
+        helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), length)

@@ -1,27 +1,42 @@
 """Helpers for the book *On Identifiability in Transformers, reproduced*.
 
-Data flows one way: text -> models -> internals -> method modules -> plots.
+Data flows one way: text -> models -> internals -> method modules -> sweeps
+(corpus drivers) -> plots.
+
+One numbering convention, everywhere a reader sees a number (tables, plot
+labels, docstrings, prose), as in the paper:
+
+* hidden states are numbered 0..L: 0 is the embedding output, l is the output
+  of layer l (table column ``hidden_state``);
+* layers are numbered 1..L and heads 1..h (table columns ``layer`` and
+  ``head``); functions a reader calls with a layer or head
+  (``patch_attention(model, layer=3, head=1, ...)``) take these numbers;
+* tensors keep Python's 0-based index (``internals.A[l - 1, h - 1]`` is layer
+  l, head h); only ``helpers.numbering`` converts.
+
+One name per thing: the input embeddings (token + segment + position, before
+the embedding LayerNorm) are ``x``; the sequence length is ``n`` (the paper's
+d_s); randomness is ``seed: int``; the Hidden Token Attribution estimator's
+sample count is ``samples`` (the word "probe" belongs to chapter 5's maps).
 """
-from . import claims, numbering, paper
+from . import claims, numbering, paper, reference, sweeps
 from .claims import Claims, ClaimFailed
 from .notebook import book_model, glue
 from .data import DataUnavailableError, Example, load_corpus, load_glue
-from .internals import Internals, attention_from_qk, capture, finish_layer, head_weights, rebuild_hidden_states
-from .effective import (
-    EffectiveAttention,
-    attention_to,
-    effective_attention,
-    effective_attention_of,
-    effective_attention_sweep,
-    pearson,
-    summarise_token_classes,
-    token_classes,
+from .internals import (
+    Internals,
+    attention_block_output,
+    attention_from_qk,
+    capture,
+    finish_layer,
+    head_weights,
+    rebuild_hidden_states,
 )
-from .linalg import left_null_space, numerical_rank, range_basis
+from .effective import EffectiveAttention, effective_attention, effective_attention_of
+from .tokens import attention_to, summarise_token_classes, token_classes
+from .linalg import left_null_space, numerical_rank, pearson, range_basis, relative_output_change
 from .models import (
-    BERT_BASE,
     DEFAULT_MODEL,
-    PAPER_MODEL,
     Architecture,
     ModelLoadError,
     UnsupportedModelError,
@@ -29,6 +44,7 @@ from .models import (
     describe,
     load_model,
 )
+from .paper import BERT_BASE
 from .lp_bounds import AttentionBounds, attention_bounds, extreme_alternative
 from .nullspace import (
     AlternativeFamily,
@@ -37,9 +53,7 @@ from .nullspace import (
     null_direction,
     null_projection,
     null_space_dimensions,
-    prefix_encoding,
     principal_angles,
-    rank_sweep,
     same_output_towards,
     simplex_null_space,
     step_range,
@@ -65,7 +79,6 @@ from .probes import (
 )
 from .attribution import (
     Attribution,
-    attribute_examples,
     cls_around_separator,
     cls_segments,
     cls_table,
@@ -75,14 +88,15 @@ from .attribution import (
     distance_table,
     hidden_token_attribution,
     own_input_is_largest,
-    paper_layer,
     self_contribution,
     self_contribution_table,
+    share_own_input_not_largest,
 )
+from .sweeps import attribute_examples, effective_attention_sweep, rank_sweep
 from .widgets import NullSpaceExplorer
 from .notebook import setup_notebook
 from .plots import token_heatmap
-from .text import encode, tokens_of
+from .text import encode, prefix_encoding, tokens_of
 
 # ---- Beyond BERT: other families through the AttentionInterface, causal heads, the bundled decoder ----
 from . import attention_capture, causal, families
@@ -93,3 +107,25 @@ from .sweeps import sink_sweep, summarise_sink
 from .models import DECODER_MODEL, load_decoder
 
 __version__ = "0.1.0"
+
+# ---- issue 12: content vs function words (chapter 6)
+from . import word_classes
+from .word_classes import (
+    WORD_CLASSES,
+    class_summary,
+    content_keeps_more_from,
+    function_words,
+    self_contribution_by_class,
+    word_classes_of,
+)
+
+# ---- issue 12: do the keys allow the alternatives? (chapter 3)
+from . import keys
+from .keys import (
+    ProducibleAlternative,
+    dimension_count,
+    logit_rank_distance,
+    producible_alternative,
+    producible_dimension,
+    same_keys_freedom,
+)

@@ -7,7 +7,7 @@ For layer l, hidden token i and input token j,
 with x_j the raw input embedding (token + segment + position, before the
 embedding LayerNorm). The norms come from forward mode (``helpers.jacobians``):
 exact with d tangents per input token, or a seeded Hutchinson estimate with
-``probes`` random orthonormal tangents per input token.
+``samples`` random orthonormal tangents per input token.
 
 The summaries below turn one or many ``Attribution`` results into the
 quantities of the paper's figures: the token's own share c_ii, whether its own
@@ -17,7 +17,7 @@ input is the largest contributor, context by relative distance, and what the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -26,14 +26,12 @@ from transformers import BatchEncoding, PreTrainedModel
 from . import jacobians
 from .internals import capture
 from .models import check_supported
-from .text import check_single_sequence, encode
+from .text import check_single_sequence
 
 __all__ = [
     "METHODS",
-    "PAPER_HTA",
     "Attribution",
     "hidden_token_attribution",
-    "attribute_examples",
     "contributions_from_norms",
     "self_contribution",
     "own_input_is_largest",
@@ -41,20 +39,13 @@ __all__ = [
     "cls_segments",
     "cls_around_separator",
     "compare_attributions",
-    "paper_layer",
+    "share_own_input_not_largest",
     "self_contribution_table",
     "distance_table",
     "cls_table",
 ]
 
 METHODS = ("exact", "estimate")
-
-# The paper's figures for BERT-Base (12 layers) on MRPC, paper section 5 / appendix C.
-PAPER_HTA = {
-    "layers": 12,
-    "median_self_contribution": {1: 0.306, 6: 0.144, 12: 0.107},
-    "share_own_input_not_largest": {1: 0.0, 2: 0.0, 3: 0.0, 6: 0.18, 11: 0.30, 12: 0.30},
-}
 
 DEFAULT_BINS = ((1, 5), (6, 10), (11, None))
 
@@ -72,7 +63,7 @@ class Attribution:
     layers: tuple[int, ...]
     num_layers: int  # depth of the model, for relative depth
     method: str
-    probes: int | None  # None for the exact norms
+    samples: int | None  # None for the exact norms
     input_ids: torch.Tensor  # (n,)
     token_type_ids: torch.Tensor  # (n,)
 
@@ -120,7 +111,7 @@ def hidden_token_attribution(
     model: PreTrainedModel,
     encoding: BatchEncoding,
     method: str = "exact",
-    probes: int = 32,
+    samples: int = 32,
     layers: Sequence[int] | None = None,
     seed: int = 0,
     chunk_size: int | None = None,
@@ -133,8 +124,8 @@ def hidden_token_attribution(
         model: a BERT encoder with eager attention, in eval mode (``load_model``).
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
         method: ``"exact"`` (d forward-mode tangents per input token) or
-            ``"estimate"`` (``probes`` random orthonormal tangents per input token).
-        probes: tangents per input token for the estimate, 1..d (d gives the exact values).
+            ``"estimate"`` (``samples`` random orthonormal tangents per input token).
+        samples: tangents per input token for the estimate, 1..d (d gives the exact values).
         layers: 1-based layer numbers to return (default: all). Only layers up to
             the deepest one requested are computed.
         seed: seed of the estimate's random tangents.
@@ -146,26 +137,26 @@ def hidden_token_attribution(
         An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layers), n, n).
 
     Raises:
-        ValueError: unknown method, probes out of range, a sequence longer than the
+        ValueError: unknown method, samples out of range, a sequence longer than the
             model takes, a padded or batched encoding, layers out of range.
         UnsupportedModelError: not a BERT encoder with eager attention.
     """
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
-    if isinstance(probes, bool) or not isinstance(probes, (int, np.integer)):
-        raise TypeError(f"probes must be an integer, got {type(probes).__name__}.")
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
+        raise TypeError(f"samples must be an integer, got {type(samples).__name__}.")
     d = model.config.hidden_size
-    if not 1 <= probes <= d:
-        raise ValueError(f"probes must be between 1 and d = {d} (d gives the exact values); got {probes}.")
+    if not 1 <= samples <= d:
+        raise ValueError(f"samples must be between 1 and d = {d} (d gives the exact values); got {samples}.")
     check_supported(model)
     check_single_sequence(encoding)
     layers = _check_layers(layers, model.config.num_hidden_layers)
 
     internals = capture(model, encoding)
-    lin = jacobians.linearise(model, internals.embeddings, reference=internals.hidden_states)
+    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
     norms = jacobians.block_norms(
         lin,
-        probes=None if method == "exact" else int(probes),
+        samples=None if method == "exact" else int(samples),
         depth=max(layers),
         seed=seed,
         chunk_size=chunk_size,
@@ -182,38 +173,10 @@ def hidden_token_attribution(
         layers=layers,
         num_layers=model.config.num_hidden_layers,
         method=method,
-        probes=None if method == "exact" else int(probes),
+        samples=None if method == "exact" else int(samples),
         input_ids=encoding["input_ids"][0].cpu(),
         token_type_ids=token_type_ids[0].cpu(),
     )
-
-
-def attribute_examples(
-    model: PreTrainedModel,
-    tokenizer,
-    examples: Iterable,
-    method: str = "estimate",
-    probes: int = 32,
-    seed: int = 0,
-    progress: bool = True,
-) -> list[Attribution]:
-    """``hidden_token_attribution`` for each example (``text_a``, optional ``text_b``).
-
-    Example k uses seed ``seed + k``, so estimates are reproducible and independent.
-    """
-    examples = list(examples)
-    iterator = examples
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(examples, desc=f"attribution ({method})", unit="example")
-    results = []
-    for index, example in enumerate(iterator):
-        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
-        results.append(
-            hidden_token_attribution(model, encoding, method=method, probes=probes, seed=seed + index, progress=False)
-        )
-    return results
 
 
 # ---------------------------------------------------------------- per-sequence summaries
@@ -333,13 +296,6 @@ def compare_attributions(estimate: Attribution, exact: Attribution) -> dict[str,
     }
 
 
-def paper_layer(layer: int, num_layers: int, paper_layers: int = PAPER_HTA["layers"]) -> float:
-    """The paper's layer at the same relative depth: layer / num_layers * paper_layers."""
-    if not 1 <= layer <= num_layers:
-        raise ValueError(f"layer must be in 1..{num_layers}; got {layer}.")
-    return layer / num_layers * paper_layers
-
-
 # ---------------------------------------------------------------- corpus-level tables
 
 
@@ -368,6 +324,17 @@ def self_contribution_table(results: Sequence[Attribution]):
     if not frames:
         raise ValueError("No results to tabulate.")
     return pd.concat(frames, ignore_index=True)
+
+
+def share_own_input_not_largest(table) -> "pd.Series":
+    """Per layer, the share of hidden tokens whose own input is not the largest contributor.
+
+    table: from :func:`self_contribution_table`. Returns a Series indexed by
+    ``layer`` (1..L): ``1 - mean(own_is_largest)``.
+    """
+    if "layer" not in table.columns or "own_is_largest" not in table.columns:
+        raise ValueError(f"table needs columns layer and own_is_largest (self_contribution_table); got {list(table.columns)}.")
+    return 1.0 - table.groupby("layer")["own_is_largest"].mean()
 
 
 def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int | None]] = DEFAULT_BINS):

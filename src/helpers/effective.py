@@ -18,15 +18,13 @@ back to T = V H for any head where it fails.
 """
 from __future__ import annotations
 
-import string
-import unicodedata
 import warnings
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 
 from .internals import Internals
-from .linalg import DEFAULT_RTOL, _check_matrix, left_null_space, numerical_rank, range_basis
+from .linalg import DEFAULT_RTOL, check_matrix, numerical_rank, range_basis
 
 
 class EffectiveAttention(NamedTuple):
@@ -36,20 +34,20 @@ class EffectiveAttention(NamedTuple):
     null: torch.Tensor
 
 
-def _check_rtol(rtol: float) -> None:
+def check_rtol(rtol: float) -> None:
     if not isinstance(rtol, (int, float)) or not rtol > 0 or not rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1), relative to the largest singular value; got {rtol!r}.")
 
 
-def _check_attention(A: torch.Tensor) -> None:
-    _check_matrix(A, "A")
+def check_attention(A: torch.Tensor) -> None:
+    check_matrix(A, "A")
     if A.shape[-1] != A.shape[-2]:
         raise ValueError(f"A must be square in its last two dimensions, (..., n, n); got {tuple(A.shape)}.")
     if A.shape[-1] == 0:
         raise ValueError("A is empty (n = 0): give at least one token.")
 
 
-def _check_same_batch(A: torch.Tensor, M: torch.Tensor, name: str) -> None:
+def check_same_batch(A: torch.Tensor, M: torch.Tensor, name: str) -> None:
     if M.shape[:-2] != A.shape[:-2] or M.shape[-2] != A.shape[-1]:
         raise ValueError(
             f"{name} must have shape (..., n, m) with the leading dimensions and n of A {tuple(A.shape)}; "
@@ -102,10 +100,10 @@ def effective_attention(
         TypeError, ValueError: non-tensors, mismatched shapes, NaN/inf, bad rtol,
         or an ambiguous choice of T / V / H.
     """
-    return _effective_attention_and_rank(A, T, V, H, rtol)[0]
+    return effective_attention_and_rank(A, T, V, H, rtol)[0]
 
 
-def _effective_attention_and_rank(
+def effective_attention_and_rank(
     A: torch.Tensor,
     T: torch.Tensor | None,
     V: torch.Tensor | None,
@@ -118,13 +116,13 @@ def _effective_attention_and_rank(
     ``full_row_rank`` (bool, (...,)) lets a caller that runs the same model
     many times check the ranks of H once instead of on every call.
     """
-    _check_rtol(rtol)
-    _check_attention(A)
+    check_rtol(rtol)
+    check_attention(A)
     if T is not None:
         if V is not None or H is not None:
             raise ValueError("Pass either T, or V and H (T = V H), not both.")
-        _check_matrix(T, "T")
-        _check_same_batch(A, T, "T")
+        check_matrix(T, "T")
+        check_same_batch(A, T, "T")
         basis, rank = range_basis(T, rtol)
         return _split(A, basis, rank), rank
     if V is None:
@@ -134,9 +132,9 @@ def _effective_attention_and_rank(
             "The V fast path needs H too, to check that H has full row rank (so LN(V H) = LN(V)). "
             "To split against LN(V) itself, pass it as T."
         )
-    _check_matrix(V, "V")
-    _check_matrix(H, "H")
-    _check_same_batch(A, V, "V")
+    check_matrix(V, "V")
+    check_matrix(H, "H")
+    check_same_batch(A, V, "V")
     if H.shape[:-2] != A.shape[:-2] or H.shape[-2] != V.shape[-1]:
         raise ValueError(
             f"H must have shape (..., d_v, d) with the leading dimensions of A {tuple(A.shape[:-2])} and "
@@ -168,174 +166,4 @@ def effective_attention_of(internals: Internals, rtol: float = DEFAULT_RTOL) -> 
     """
     if not isinstance(internals, Internals):
         raise TypeError(f"Expected helpers.Internals (from helpers.capture), got {type(internals).__name__}.")
-    return _effective_attention_and_rank(internals.A, None, internals.V, internals.H, rtol)[0]
-
-
-def effective_attention_loop(A: torch.Tensor, T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> EffectiveAttention:
-    """Reference implementation: one full SVD of T per head, ``A_null = A U_n U_n^T``.
-
-    The paper's formula taken literally (U_n: the left singular vectors of T
-    past its numerical rank, from ``helpers.left_null_space``), looped over the
-    leading dimensions. Slow; kept for tests and the benchmark.
-    A: (..., n, n), T: (..., n, d) -> effective and null parts (..., n, n).
-    """
-    _check_rtol(rtol)
-    _check_attention(A)
-    _check_matrix(T, "T")
-    _check_same_batch(A, T, "T")
-    batch = A.shape[:-2]
-    flat_A, flat_T = A.reshape(-1, *A.shape[-2:]), T.reshape(-1, *T.shape[-2:])
-    nulls = []
-    for a, t in zip(flat_A, flat_T):
-        U_n = left_null_space(t.double(), rtol)  # (n, n - rank)
-        nulls.append(a.double() @ U_n @ U_n.T)
-    null = torch.stack(nulls).reshape(*batch, *A.shape[-2:])
-    return EffectiveAttention((A.double() - null).to(A.dtype), null.to(A.dtype))
-
-
-def pearson(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    """Pearson correlation of the entries of each matrix pair: (..., n, m) twice -> (...,).
-
-    Computed in float64. A constant matrix has no correlation: NaN there.
-    """
-    _check_matrix(X, "X")
-    _check_matrix(Y, "Y")
-    if X.shape != Y.shape:
-        raise ValueError(f"X and Y must have the same shape; got {tuple(X.shape)} and {tuple(Y.shape)}.")
-    return _pearson(X, Y)
-
-
-def _pearson(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    x = X.to(torch.float64, copy=True).flatten(-2)  # a copy: centred in place below
-    x -= x.mean(dim=-1, keepdim=True)
-    y = Y.to(torch.float64, copy=True).flatten(-2)
-    y -= y.mean(dim=-1, keepdim=True)
-    return torch.einsum("...i,...i->...", x, y) / (x.norm(dim=-1) * y.norm(dim=-1))
-
-
-def _is_punctuation(token: str) -> bool:
-    token = token.removeprefix("##")
-    return bool(token) and all(c in string.punctuation or unicodedata.category(c).startswith("P") for c in token)
-
-
-def token_classes(
-    tokens: Sequence[str],
-    cls_token: str = "[CLS]",
-    sep_token: str = "[SEP]",
-) -> dict[str, torch.Tensor]:
-    """Boolean masks ``(n,)`` of the token classes the paper looks at.
-
-    ``"[CLS]"``, ``"[SEP]"``, ``"punctuation"`` (wordpieces made only of
-    punctuation characters) and ``"other"`` (everything else); the masks
-    partition the sequence.
-    """
-    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
-        raise TypeError("tokens must be a sequence of wordpiece strings (helpers.tokens_of).")
-    if len(tokens) == 0:
-        raise ValueError("tokens is empty.")
-    cls = torch.tensor([t == cls_token for t in tokens])
-    sep = torch.tensor([t == sep_token for t in tokens])
-    punct = torch.tensor([_is_punctuation(t) for t in tokens]) & ~cls & ~sep
-    return {"[CLS]": cls, "[SEP]": sep, "punctuation": punct, "other": ~(cls | sep | punct)}
-
-
-def attention_to(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Attention each query gives the keys in ``mask``, averaged over queries.
-
-    A: (..., n, n), mask: (n,) bool -> (...,): ``mean_i sum_{j in mask} A_ij``.
-    For raw attention this is a share of 1; effective attention rows need not
-    sum to 1, so there it is the same sum, not a share.
-    """
-    _check_attention(A)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != (A.shape[-1],):
-        raise ValueError(f"mask must be a bool tensor of shape ({A.shape[-1]},), one entry per key.")
-    return _attention_to(A, mask)
-
-
-def _attention_to(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (A.double() @ mask.to(A.device, torch.float64)).mean(dim=-1)
-
-
-def effective_attention_sweep(
-    model,
-    tokenizer,
-    examples: Sequence,
-    rtol: float = DEFAULT_RTOL,
-    progress: bool = True,
-):
-    """Effective attention over a corpus: one row per (example, layer, head).
-
-    Args:
-        model, tokenizer: from ``helpers.load_model``.
-        examples: ``helpers.Example`` records (text_a, optional text_b).
-        rtol: rank tolerance, relative to the largest singular value.
-        progress: show a tqdm bar.
-
-    Returns:
-        A pandas DataFrame with columns ``id, source, n, layer, head, rank,
-        null_dim, correlation`` (Pearson, raw vs effective) and, for each token
-        class ``c`` of :func:`token_classes`, ``raw_c`` and ``effective_c``
-        (:func:`attention_to`). Layers and heads count from 1.
-    """
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from .internals import capture
-    from .text import encode, tokens_of
-
-    if len(examples) == 0:
-        raise ValueError("No examples to sweep.")
-    rows = []
-    full_row_rank = None  # the weights, hence the ranks of H, are the same for every example
-    for example in tqdm(examples, disable=not progress, desc="effective attention"):
-        encoding = encode(tokenizer, example.text_a, example.text_b, model=model)
-        internals = capture(model, encoding)
-        A = internals.A
-        if full_row_rank is None:
-            full_row_rank = numerical_rank(internals.H.mT, rtol) == internals.H.shape[-2]
-        split, rank = _effective_attention_and_rank(A, None, internals.V, internals.H, rtol, full_row_rank)
-        columns = {
-            "rank": rank,
-            "null_dim": internals.n - rank,
-            "correlation": _pearson(A, split.effective),
-        }
-        masks = token_classes(tokens_of(tokenizer, encoding), tokenizer.cls_token, tokenizer.sep_token)
-        for name, mask in masks.items():
-            columns[f"raw_{name}"] = _attention_to(A, mask)
-            columns[f"effective_{name}"] = _attention_to(split.effective, mask)
-        L, h = A.shape[:2]
-        layer = torch.arange(1, L + 1).repeat_interleave(h)
-        head = torch.arange(1, h + 1).repeat(L)
-        frame = {"layer": layer.numpy(), "head": head.numpy()}
-        frame.update({key: value.reshape(-1).double().cpu().numpy() for key, value in columns.items()})
-        part = pd.DataFrame(frame)
-        part.insert(0, "n", internals.n)
-        part.insert(0, "source", example.source)
-        part.insert(0, "id", example.id)
-        rows.append(part)
-    table = pd.concat(rows, ignore_index=True)
-    table["rank"] = table["rank"].astype(int)
-    table["null_dim"] = table["null_dim"].astype(int)
-    return table
-
-
-def summarise_token_classes(table, classes: Sequence[str] = ("[CLS]", "[SEP]", "punctuation")):
-    """Per layer and token class, raw vs effective attention averaged over examples and heads.
-
-    table: from :func:`effective_attention_sweep`. Returns a long DataFrame
-    ``layer, token, raw, effective, removed`` where ``removed = 1 - effective / raw``
-    is the share of the raw attention that lies in the null space.
-    """
-    import pandas as pd
-
-    missing = [c for c in classes if f"raw_{c}" not in table.columns]
-    if missing:
-        raise ValueError(f"No columns for token classes {missing}; the table has {list(table.columns)}.")
-    parts = []
-    for c in classes:
-        mean = table.groupby("layer")[[f"raw_{c}", f"effective_{c}"]].mean()
-        parts.append(pd.DataFrame({"layer": mean.index, "token": c, "raw": mean[f"raw_{c}"].values,
-                                   "effective": mean[f"effective_{c}"].values}))
-    out = pd.concat(parts, ignore_index=True)
-    out["removed"] = 1 - out["effective"] / out["raw"]
-    return out
+    return effective_attention_and_rank(internals.A, None, internals.V, internals.H, rtol)[0]

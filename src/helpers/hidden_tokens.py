@@ -7,7 +7,7 @@ of padded sequences and keeps only the real (unpadded) tokens, concatenated
 sequence after sequence.
 
 Input space: ``x_i`` is the input embedding, token + segment + position,
-*before* the embedding LayerNorm (``Internals.embeddings``). It is the same
+*before* the embedding LayerNorm (``Internals.x``). It is the same
 ``x`` that Hidden Token Attribution differentiates with respect to, so the
 identifiability and attribution chapters talk about the same inputs; the
 embedding LayerNorm output is then layer 0 of ``hidden``.
@@ -34,20 +34,20 @@ class HiddenTokens:
     """
 
     hidden: torch.Tensor  # (L + 1, N, d)  layer 0: embedding output (after LayerNorm); layer l: output of layer l
-    inputs: torch.Tensor  # (N, d)  x: token + segment + position embeddings, before the embedding LayerNorm
+    x: torch.Tensor  # (N, d)  x: token + segment + position embeddings, before the embedding LayerNorm
     sentence: torch.Tensor  # (N,) long  id of the sequence each token belongs to
     position: torch.Tensor  # (N,) long  position of the token in its sequence (0 = [CLS])
     input_ids: torch.Tensor  # (N,) long  vocabulary id
 
     def __post_init__(self) -> None:
-        N = self.inputs.shape[0]
-        if self.hidden.dim() != 3 or self.inputs.dim() != 2:
-            raise ValueError(f"hidden must be (L+1, N, d) and inputs (N, d); got {tuple(self.hidden.shape)} and {tuple(self.inputs.shape)}.")
+        N = self.x.shape[0]
+        if self.hidden.dim() != 3 or self.x.dim() != 2:
+            raise ValueError(f"hidden must be (L+1, N, d) and x (N, d); got {tuple(self.hidden.shape)} and {tuple(self.x.shape)}.")
         for name in ("sentence", "position", "input_ids"):
             if getattr(self, name).shape != (N,):
                 raise ValueError(f"{name} must have shape ({N},), got {tuple(getattr(self, name).shape)}.")
         if self.hidden.shape[1] != N:
-            raise ValueError(f"hidden has {self.hidden.shape[1]} tokens but inputs has {N}.")
+            raise ValueError(f"hidden has {self.hidden.shape[1]} tokens but x has {N}.")
 
     @property
     def layers(self) -> int:
@@ -65,7 +65,7 @@ class HiddenTokens:
         return torch.unique_consecutive(self.sentence, return_counts=True)[1]
 
     def __len__(self) -> int:
-        return self.inputs.shape[0]
+        return self.x.shape[0]
 
     def select(self, sentence_ids: torch.Tensor | Sequence[int]) -> "HiddenTokens":
         """The tokens of the given sequences only (whole sequences, never single tokens)."""
@@ -78,7 +78,7 @@ class HiddenTokens:
         keep = torch.isin(self.sentence, ids)
         return HiddenTokens(
             hidden=self.hidden[:, keep],
-            inputs=self.inputs[keep],
+            x=self.x[keep],
             sentence=self.sentence[keep],
             position=self.position[keep],
             input_ids=self.input_ids[keep],
@@ -126,7 +126,7 @@ def collect_hidden_tokens(
         progress: show a progress bar over batches.
 
     Returns:
-        ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``inputs: (N, d)``.
+        ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d)``.
 
     Raises:
         ValueError: no texts, an empty text, a sequence longer than the model
@@ -189,7 +189,7 @@ def collect_hidden_tokens(
     order = torch.sort(sentence_all, stable=True).indices  # back to the order of ``texts``
     return HiddenTokens(
         hidden=torch.cat(hidden, dim=1)[:, order],
-        inputs=torch.cat(inputs)[order],
+        x=torch.cat(inputs)[order],
         sentence=sentence_all[order],
         position=torch.cat(position)[order],
         input_ids=torch.cat(input_ids)[order],

@@ -35,7 +35,7 @@ class Internals:
     """
 
     input_ids: torch.Tensor  # (n,)
-    embeddings: torch.Tensor  # (n, d)  x: token + segment + position, before the embedding LayerNorm
+    x: torch.Tensor  # (n, d)  x: token + segment + position, before the embedding LayerNorm
     E: torch.Tensor  # (L, n, d)  input of each layer
     Q: torch.Tensor  # (L, h, n, d_v)
     K: torch.Tensor  # (L, h, n, d_v)
@@ -82,12 +82,12 @@ class Internals:
 
     def reconstructed_attention_output(self) -> torch.Tensor:
         """sum_h A_h T_h + b^O: (L, n, d); equals ``attention_output``."""
-        return self.head_outputs().sum(dim=1) + self.b_O[:, None, :]
+        return attention_block_output(self.A, self.T, self.b_O)
 
     def shape_table(self) -> list[dict]:
         """One row per tensor: name, shape (as a string), what it holds."""
         rows = [
-            ("x", self.embeddings, "input embeddings: token + segment + position"),
+            ("x", self.x, "input embeddings: token + segment + position"),
             ("E", self.E, "input of each layer"),
             ("Q, K", self.Q, "queries and keys per head"),
             ("V", self.V, "values per head, E W^V + b^V"),
@@ -98,6 +98,20 @@ class Internals:
             ("hidden_states", self.hidden_states, "embedding output, then each layer's output"),
         ]
         return [{"tensor": name, "shape": " x ".join(map(str, t.shape)), "holds": holds} for name, t, holds in rows]
+
+
+def attention_block_output(A: torch.Tensor, T: torch.Tensor, b_O: torch.Tensor) -> torch.Tensor:
+    """The attention block's dense output from its heads: sum_h A_h T_h + b^O.
+
+    A: (..., h, n, n) (raw or effective attention), T: (..., h, n, d),
+    b_O: (..., d) -> (..., n, d).
+    """
+    if A.dim() < 3 or T.dim() != A.dim() or A.shape[:-1] != T.shape[:-1] or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"A must be (..., h, n, n) and T (..., h, n, d) with the same leading shape; "
+                         f"got {tuple(A.shape)} and {tuple(T.shape)}.")
+    if b_O.shape != (*A.shape[:-3], T.shape[-1]):
+        raise ValueError(f"b_O must be {(*A.shape[:-3], T.shape[-1])}; got {tuple(b_O.shape)}.")
+    return (A @ T).sum(dim=-3) + b_O[..., None, :]
 
 
 def head_weights(model: PreTrainedModel, layer: int) -> dict[str, torch.Tensor]:
@@ -169,7 +183,7 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     T = V @ stacked["H"]
     return Internals(
         input_ids=encoding["input_ids"][0],
-        embeddings=raw_embeddings[0][0],
+        x=raw_embeddings[0][0],
         E=E,
         Q=Q,
         K=K,
@@ -314,7 +328,7 @@ def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internal
     x = seen["x"][0][0] if seen["x"] else E[0]
     return Internals(
         input_ids=encoding["input_ids"][0],
-        embeddings=x,
+        x=x,
         E=E,
         Q=Q,
         K=K,

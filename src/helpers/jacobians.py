@@ -43,7 +43,7 @@ __all__ = [
     "linearise",
     "block_norms",
     "hidden_state_tangents",
-    "orthonormal_probes",
+    "orthonormal_samples",
     "prepare_ffn_jacobians",
     "push_tangents",
     "default_chunk_size",
@@ -130,7 +130,7 @@ def _check_bert_layer(layer: nn.Module) -> None:
 @torch.no_grad()
 def linearise(
     model: nn.Module,
-    embeddings: torch.Tensor,
+    x: torch.Tensor,
     reference: torch.Tensor | None = None,
     atol: float = 1e-4,
 ) -> LinearisedBert:
@@ -138,7 +138,7 @@ def linearise(
 
     Args:
         model: a BertModel (``model.embeddings.LayerNorm`` and ``model.encoder.layer``).
-        embeddings: ``x: (n, d)``, token + segment + position, before the embedding LayerNorm.
+        x: ``(n, d)``, token + segment + position, before the embedding LayerNorm.
         reference: the model's own hidden states ``(L + 1, n, d)``; if given, the primal
             pass must reproduce them (a guard against a model variant this code does not
             implement).
@@ -147,16 +147,16 @@ def linearise(
     Raises:
         ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
     """
-    if not isinstance(embeddings, torch.Tensor) or embeddings.dim() != 2:
-        got = tuple(embeddings.shape) if isinstance(embeddings, torch.Tensor) else type(embeddings).__name__
-        raise ValueError(f"embeddings must be one sequence x: (n, d); got {got}.")
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be one sequence of input embeddings (n, d); got {got}.")
     config = model.config
     d, heads = config.hidden_size, config.num_attention_heads
-    if embeddings.shape[1] != d:
-        raise ValueError(f"embeddings have width {embeddings.shape[1]}, the model's hidden size is {d}.")
+    if x.shape[1] != d:
+        raise ValueError(f"x has width {x.shape[1]}, the model's hidden size is {d}.")
     d_v = d // heads
-    n = embeddings.shape[0]
-    x = embeddings.to(device=model.embeddings.LayerNorm.weight.device, dtype=model.embeddings.LayerNorm.weight.dtype)
+    n = x.shape[0]
+    x = x.to(device=model.embeddings.LayerNorm.weight.device, dtype=model.embeddings.LayerNorm.weight.dtype)
 
     E, xhat_0, scale_0 = _layer_norm(x, model.embeddings.LayerNorm)
     hidden = [E]
@@ -333,14 +333,14 @@ def hidden_state_tangents(lin: LinearisedBert, tangents: torch.Tensor) -> torch.
     return torch.stack(out)
 
 
-def orthonormal_probes(n: int, d: int, k: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def orthonormal_samples(n: int, d: int, k: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """k random orthonormal directions per token, Haar-distributed: (n, k, d), on the CPU.
 
-    With U_j the k x d probes of token j, (d / k) ||U_j J||_F^2 is an unbiased
+    With U_j the k x d samples of token j, (d / k) ||U_j J||_F^2 is an unbiased
     estimate of ||J||_F^2 for any d x d block J, and exact when k = d.
     """
     if not 1 <= k <= d:
-        raise ValueError(f"probes must be between 1 and d = {d}; got {k}.")
+        raise ValueError(f"samples must be between 1 and d = {d}; got {k}.")
     generator = torch.Generator().manual_seed(seed)
     gaussian = torch.randn(n, d, k, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(gaussian)  # (n, d, k)
@@ -391,7 +391,7 @@ def default_chunk_size(lin: LinearisedBert, memory_mb: float = DEFAULT_MEMORY_MB
 
 def block_norms(
     lin: LinearisedBert,
-    probes: int | None = None,
+    samples: int | None = None,
     depth: int | None = None,
     seed: int = 0,
     chunk_size: int | None = None,
@@ -403,11 +403,11 @@ def block_norms(
 
     Args:
         lin: the linearised model (``linearise``).
-        probes: ``None`` for the exact norms (d basis tangents per input token);
+        samples: ``None`` for the exact norms (d basis tangents per input token);
             k for the Hutchinson estimate with k random orthonormal tangents per
-            input token (``orthonormal_probes``; exact again at k = d).
+            input token (``orthonormal_samples``; exact again at k = d).
         depth: the last layer needed (default: all); deeper layers are not pushed.
-        seed: seed of the probes.
+        seed: seed of the samples.
         chunk_size: tangents per batched push; default from ``memory_mb``.
         memory_mb: rough bound on the working memory: a quarter for one chunk of
             tangents, half for the cached per-token FFN Jacobians (layers beyond
@@ -424,18 +424,18 @@ def block_norms(
     depth = lin.depth if depth is None else depth
     if not 1 <= depth <= lin.depth:
         raise ValueError(f"depth must be between 1 and {lin.depth}; got {depth}.")
-    k = d if probes is None else probes
-    if probes is not None and not 1 <= probes <= d:
-        raise ValueError(f"probes must be between 1 and d = {d}; got {probes}.")
+    k = d if samples is None else samples
+    if samples is not None and not 1 <= samples <= d:
+        raise ValueError(f"samples must be between 1 and d = {d}; got {samples}.")
     total = n * k
     device, dtype = lin.xhat_0.device, lin.xhat_0.dtype
 
     prepare_ffn_jacobians(lin, total, depth=depth, memory_mb=memory_mb, explicit=explicit_ffn)
 
-    if probes is None:
+    if samples is None:
         directions = None
     else:
-        directions = orthonormal_probes(n, d, k, seed=seed, dtype=dtype).to(device)  # (n, k, d)
+        directions = orthonormal_samples(n, d, k, seed=seed, dtype=dtype).to(device)  # (n, k, d)
     B = chunk_size or default_chunk_size(lin, memory_mb)
     squares = torch.zeros(depth, n, n, dtype=torch.float64 if dtype == torch.float64 else torch.float32, device=device)
     iterator = range(0, total, B)
@@ -454,6 +454,6 @@ def block_norms(
         for l, dE in enumerate(push_tangents(lin, token, u, depth)):
             # squares[l, j, i] += sum over this chunk's directions of token j of ||dE_i||^2
             squares[l].index_add_(0, token, dE.pow(2).sum(-1).to(squares.dtype))
-    if probes is not None:
+    if samples is not None:
         squares *= d / k
     return squares.clamp_min_(0).sqrt_().transpose(1, 2).contiguous()

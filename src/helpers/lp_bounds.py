@@ -36,12 +36,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
 import torch
 from scipy.optimize import linprog
 
 from .linalg import DEFAULT_RTOL, range_basis
-from .nullspace import with_ones, check_attention_and_values, check_attention_distribution
+from .linalg import check_attention_and_values, check_attention_distribution, relative_output_change
+from .nullspace import with_ones
 
 FEASIBILITY_TOL = 1e-9  # basic variables above -tol count as non-negative
 OPTIMALITY_TOL = 1e-9  # reduced costs above -tol count as non-negative
@@ -98,10 +98,18 @@ class AttentionBounds:
         return {
             "min_entry": float(points.min()),
             "row_sum_error": float((points.sum(-1) - 1).abs().max()),
-            "output_error": float(((points - a[:, None, :]) @ T64).abs().max() / (A64 @ T64).abs().max()),
+            "output_error": max((float(relative_output_change(_replace_row(A64, int(i), points[k]), A64, T64).max())
+                                 for k, i in enumerate(rows)), default=0.0),
             "attained_error": float((attained - bounds).abs().max()),
             "containment_error": float(outside.max()),
         }
+
+
+def _replace_row(A: torch.Tensor, i: int, points: torch.Tensor) -> torch.Tensor:
+    """A: (n, n), points: (m, n) -> (m, n, n): A with row i replaced by each point."""
+    out = A.expand(points.shape[0], *A.shape).clone()
+    out[:, i] = points
+    return out
 
 
 def constraint_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> np.ndarray:
@@ -118,7 +126,7 @@ def _highs(M: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     result = linprog(c, A_eq=M, b_eq=b, bounds=(0, None), method="highs")
     if result.status != 0:
         raise RuntimeError(f"HiGHS failed on an attention-bound LP: {result.message}")
-    return np.clip(result.x, 0.0, None)
+    return result.x  # unclamped: entries may sit a rounding error below 0 (AttentionBounds.check reports it)
 
 
 def _basis_from_point(M: np.ndarray, x: np.ndarray) -> np.ndarray | None:
@@ -163,7 +171,7 @@ def _vertex(M: np.ndarray, b: np.ndarray, basis: np.ndarray) -> _Vertex | None:
     if x_basic.min() < -FEASIBILITY_TOL or np.abs(M[:, basis] @ x_basic - b).max() > 1e-9:
         return None
     point = np.zeros(M.shape[1])
-    point[basis] = np.clip(x_basic, 0.0, None)
+    point[basis] = x_basic  # >= -FEASIBILITY_TOL, not clamped
     return _Vertex(point, basis, B_inv)
 
 
@@ -205,7 +213,7 @@ def _warm_simplex(M: np.ndarray, b: np.ndarray, j: int, sign: float, start: _Ver
                 if x_basic.min() < -FEASIBILITY_TOL:
                     return None
                 point = np.zeros(M.shape[1])
-                point[basis] = np.maximum(x_basic, 0.0)
+                point[basis] = x_basic
                 return _Vertex(point, basis, B_inv), pivots
             B_inv = np.linalg.inv(M[:, basis])  # re-certify on a fresh factorisation
             x_basic = B_inv @ b

@@ -14,7 +14,6 @@ import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-PAPER_MODEL = "bert-base-uncased"
 SUPPORTED_MODEL_TYPES = ("bert",)
 
 
@@ -48,11 +47,10 @@ class Architecture:
             "d": self.d,
             "d_v": self.d_v,
             "max tokens": self.max_tokens,
-            "identifiable up to d_s": self.d_v,
+            "identifiable up to n": self.d_v,
         }
 
 
-BERT_BASE = Architecture("bert-base-uncased", 12, 12, 768, 64, 512, 30522)
 
 
 def bundled_model_dir() -> Path:

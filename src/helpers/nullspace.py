@@ -1,6 +1,6 @@
 """The rank argument and the (simplex-constrained) left null space of T (paper sections 3.2-3.3).
 
-One head, sequence length n = d_s, head size d_v, hidden size d:
+One head, sequence length n (the paper's d_s), head size d_v, hidden size d:
 
     T = V H            (n, d)   value bias folded in (see ``helpers.internals``)
     LN(T)              {x : x^T T = 0},           dim n - rank(T) >= n - d_v
@@ -16,72 +16,25 @@ This module never loads a model and never draws.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import torch
-from transformers import BatchEncoding, PreTrainedModel
 
-from .internals import Internals, capture
-from .linalg import DEFAULT_RTOL, left_null_space, numerical_rank
-from .text import check_single_sequence
+from .internals import Internals
+from .linalg import (
+    DEFAULT_RTOL,
+    check_attention_and_values,
+    check_attention_distribution,
+    check_tensor,
+    left_null_space,
+    numerical_rank,
+    relative_output_change,
+)
+from .numbering import head_number, layer_number
 
 MATRICES = ("V", "T", "V1", "T1")
-
-
-# --------------------------------------------------------------------------- input checks
-
-
-def _check_tensor(M, name: str, dims: int | None = None, min_dims: int | None = None) -> None:
-    if not isinstance(M, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(M).__name__}.")
-    if dims is not None and M.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimensions; got shape {tuple(M.shape)}.")
-    if min_dims is not None and M.dim() < min_dims:
-        raise ValueError(f"{name} must have at least {min_dims} dimensions; got shape {tuple(M.shape)}.")
-    if not torch.isfinite(M).all():
-        raise ValueError(f"{name} contains NaN or infinite values.")
-
-
-def check_attention_and_values(A: torch.Tensor, T: torch.Tensor) -> None:
-    """Raise unless ``A: (n, n)`` and ``T: (n, d)`` are finite and fit together."""
-    _check_tensor(A, "A", dims=2)
-    _check_tensor(T, "T", dims=2)
-    n = A.shape[0]
-    if A.shape != (n, n):
-        raise ValueError(f"A must be square (n, n); got {tuple(A.shape)}.")
-    if T.shape[0] != n:
-        raise ValueError(f"A is {tuple(A.shape)} but T has {T.shape[0]} rows; T must be (n, d) with n = {n}.")
-
-
-def check_attention_distribution(A: torch.Tensor, atol: float = 1e-5) -> None:
-    """Raise unless every row of ``A: (..., n, n)`` is a probability distribution (to ``atol``)."""
-    if float(A.min()) < -atol:
-        raise ValueError(f"A has negative entries (min {float(A.min()):.3g}); attention rows must be non-negative.")
-    row_error = float((A.sum(-1) - 1).abs().max())
-    if row_error > atol:
-        raise ValueError(f"The rows of A do not sum to 1 (max error {row_error:.3g}); pass attention probabilities.")
-
-
-# --------------------------------------------------------------------------- rank vs length
-
-
-def prefix_encoding(encoding: BatchEncoding, length: int) -> BatchEncoding:
-    """The first ``length - 1`` tokens of a one-sequence encoding, closed by its last token ([SEP]).
-
-    encoding: input_ids ``(1, n)``; returns input_ids ``(1, length)`` with the
-    same token types, so a long passage yields valid inputs of any length.
-    """
-    n = check_single_sequence(encoding)
-    if not isinstance(length, (int, np.integer)) or isinstance(length, bool):
-        raise TypeError(f"length must be an int, got {type(length).__name__}.")
-    if not 2 <= length <= n:
-        raise ValueError(f"length must be between 2 and the sequence length {n}; got {length}.")
-    keep = lambda t: torch.cat([t[:, : length - 1], t[:, -1:]], dim=1)
-    data = {key: keep(value) for key, value in encoding.items() if isinstance(value, torch.Tensor)}
-    return BatchEncoding(data)
 
 
 def with_ones(M: torch.Tensor) -> torch.Tensor:
@@ -92,7 +45,8 @@ def with_ones(M: torch.Tensor) -> torch.Tensor:
     return torch.cat([M / scale, ones], dim=-1)
 
 
-def _check_matrices(matrices: Sequence[str]) -> None:
+def check_matrices(matrices: Sequence[str]) -> None:
+    """Raise unless ``matrices`` is a non-empty list of names from ``MATRICES``."""
     if isinstance(matrices, str) or not matrices or [m for m in matrices if m not in MATRICES]:
         raise ValueError(f"matrices must be a non-empty list drawn from {MATRICES}; got {matrices!r}.")
 
@@ -102,69 +56,12 @@ def ranks_of(internals: Internals, matrices: Sequence[str] = ("V",), rtol: float
 
     ``"V"``: rank(V), ``"T"``: rank(T), ``"V1"``: rank([V, 1]), ``"T1"``: rank([T, 1]).
     """
-    _check_matrices(matrices)
+    check_matrices(matrices)
     source = {"V": internals.V, "T": internals.T}
     return {
         name: numerical_rank(with_ones(source[name[0]]) if name.endswith("1") else source[name], rtol)
         for name in matrices
     }
-
-
-def rank_sweep(
-    model: PreTrainedModel,
-    encodings: Sequence[BatchEncoding],
-    lengths: Iterable[int],
-    matrices: Sequence[str] = ("V",),
-    rtol: float = DEFAULT_RTOL,
-    per_text: int | None = None,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Numerical ranks of every head's V / T (and [., 1]) on prefixes of each encoding.
-
-    For every encoding and every length it is long enough for, the model runs
-    on ``prefix_encoding(encoding, length)``. With ``per_text=k`` each text
-    contributes only k of the lengths it is long enough for, spread evenly
-    and rotated from text to text, so a large corpus covers every length at
-    a fraction of the cost. rank(V) is cheap (n x d_v);
-    rank(T) (n x d) is the paper's quantity and equals rank(V) whenever H
-    has full row rank.
-
-    Returns one row per (text, d_s, layer, head) with columns ``text, d_s,
-    layer, head, rank_<name>`` for each requested matrix, and
-    ``null_dim_<name> = d_s - rank_<name>``.
-    """
-    from tqdm.auto import tqdm
-
-    lengths = sorted({int(length) for length in lengths})
-    if not lengths or lengths[0] < 2:
-        raise ValueError(f"lengths must be integers >= 2; got {lengths}.")
-    if not encodings:
-        raise ValueError("encodings is empty: give at least one encoded text.")
-    _check_matrices(matrices)
-    if per_text is not None and (not isinstance(per_text, int) or per_text < 1):
-        raise ValueError(f"per_text must be a positive int or None; got {per_text!r}.")
-    jobs = []
-    for t, enc in enumerate(encodings):
-        usable = [length for length in lengths if length <= check_single_sequence(enc)]
-        if per_text is not None and len(usable) > per_text:
-            stride = len(usable) / per_text
-            usable = [usable[(int(k * stride) + t) % len(usable)] for k in range(per_text)]
-        jobs += [(t, length) for length in sorted(set(usable))]
-    if not jobs:
-        raise ValueError(f"No encoding is as long as the shortest requested length ({lengths[0]}).")
-    rows = []
-    for text, length in tqdm(jobs, disable=not progress, desc="rank sweep"):
-        internals = capture(model, prefix_encoding(encodings[text], length))
-        ranks = ranks_of(internals, matrices, rtol)
-        L, h = internals.layers, internals.heads
-        for layer in range(L):
-            for head in range(h):
-                row = {"text": text, "d_s": length, "layer": layer, "head": head}
-                for name, value in ranks.items():
-                    row[f"rank_{name}"] = int(value[layer, head])
-                    row[f"null_dim_{name}"] = length - int(value[layer, head])
-                rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- principal angles
@@ -178,8 +75,8 @@ def principal_angles(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     come from sines, large ones from cosines (Knyazev and Argentati, 2002,
     the method of ``scipy.linalg.subspace_angles``), so both are accurate.
     """
-    _check_tensor(X, "X", dims=2)
-    _check_tensor(Y, "Y", dims=2)
+    check_tensor(X, "X", dims=2)
+    check_tensor(Y, "Y", dims=2)
     if X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must live in the same space (same number of rows); got {tuple(X.shape)} and {tuple(Y.shape)}.")
     if X.shape[1] == 0 or Y.shape[1] == 0:
@@ -206,6 +103,8 @@ def _largest_angle(NX: torch.Tensor, NY: torch.Tensor) -> float:
 def compare_null_spaces(internals: Internals, rtol: float = DEFAULT_RTOL, simplex: bool = False,
                         progress: bool = True) -> pd.DataFrame:
     """Do the per-head value matrices give the same left null space as T? One row per (layer, head).
+
+    ``layer`` counts 1..L and ``head`` 1..h; ``n`` is the sequence length.
 
     Columns: ``rank_H`` and ``cond_H`` (H: (d_v, d); full row rank means
     rank d_v); for each pair ``P`` of (paper's E W^V vs E W^V H), (V vs T =
@@ -234,7 +133,7 @@ def compare_null_spaces(internals: Internals, rtol: float = DEFAULT_RTOL, simple
             "V": left_null_space(internals.V[layer, head].double(), rtol),
             "T": left_null_space(internals.T[layer, head].double(), rtol),
         }
-        row = {"layer": layer, "head": head, "d_s": internals.n,
+        row = {"layer": layer_number(layer), "head": head_number(head), "n": internals.n,
                "rank_H": int((S_H > rtol * S_H[0]).sum()), "cond_H": float(S_H[0] / S_H[-1])}
         for key, (a, b) in {"paper": ("EW", "EWH"), "book": ("V", "T"), "bias": ("EW", "V")}.items():
             row[f"dim_a_{key}"], row[f"dim_b_{key}"] = null[a].shape[1], null[b].shape[1]
@@ -265,21 +164,21 @@ def simplex_null_space(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Ten
     T: (n, d) -> (n, k), float64, k = n - rank([T, 1]). T and the column of
     ones are put on one scale first, so the relative tolerance treats both alike.
     """
-    _check_tensor(T, "T", dims=2)
+    check_tensor(T, "T", dims=2)
     return left_null_space(with_ones(T), rtol)
 
 
 def null_space_dimensions(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> tuple[torch.Tensor, torch.Tensor]:
     """dim LN(T) and dim LN([T, 1]) for T: (..., n, d) -> two (...,) integer tensors."""
-    _check_tensor(T, "T", min_dims=2)
+    check_tensor(T, "T", min_dims=2)
     n = T.shape[-2]
     return n - numerical_rank(T, rtol), n - numerical_rank(with_ones(T), rtol)
 
 
 def null_projection(M: torch.Tensor, N: torch.Tensor) -> torch.Tensor:
     """Project each row of ``M: (..., n)`` onto span(N), N: (n, k) orthonormal: M N N^T."""
-    _check_tensor(M, "M", min_dims=1)
-    _check_tensor(N, "N", dims=2)
+    check_tensor(M, "M", min_dims=1)
+    check_tensor(N, "N", dims=2)
     if M.shape[-1] != N.shape[0]:
         raise ValueError(f"M has rows of length {M.shape[-1]} but N spans vectors of length {N.shape[0]}.")
     N = N.to(M.dtype)
@@ -296,7 +195,7 @@ def same_output_towards(
     it need not be non-negative. ``simplex=True`` also keeps the row sums.
     """
     check_attention_and_values(A, T)
-    _check_tensor(target, "target", dims=2)
+    check_tensor(target, "target", dims=2)
     if target.shape != A.shape:
         raise ValueError(f"target must have A's shape {tuple(A.shape)}; got {tuple(target.shape)}.")
     N = simplex_null_space(T, rtol) if simplex else left_null_space(T.double(), rtol)
@@ -306,13 +205,13 @@ def same_output_towards(
 def null_direction(
     T: torch.Tensor,
     coefficients: torch.Tensor | None = None,
-    generator: torch.Generator | None = None,
+    seed: int = 0,
     rtol: float = DEFAULT_RTOL,
 ) -> torch.Tensor:
     """A direction Ã: (n, n) whose every row lies in LN([T, 1]), unit Frobenius norm, float64.
 
     Ã = C N^T with N the basis of LN([T, 1]) and C: (n, k) the given
-    ``coefficients`` or standard normal draws from ``generator``.
+    ``coefficients`` or standard normal draws seeded with ``seed``.
     Raises if LN([T, 1]) is trivial (n <= rank([T, 1])): A is then identifiable.
     """
     N = simplex_null_space(T, rtol)
@@ -321,9 +220,9 @@ def null_direction(
         raise ValueError(f"LN([T, 1]) is trivial for this T (n = {n} <= rank([T, 1])): there is no null direction; "
                          "attention is identifiable here. Use a longer input.")
     if coefficients is None:
-        coefficients = torch.randn(n, k, generator=generator, dtype=torch.float64)
+        coefficients = torch.randn(n, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     else:
-        _check_tensor(coefficients, "coefficients", dims=2)
+        check_tensor(coefficients, "coefficients", dims=2)
         if coefficients.shape != (n, k):
             raise ValueError(f"coefficients must be (n, k) = ({n}, {k}); got {tuple(coefficients.shape)}.")
     D = coefficients.double() @ N.T
@@ -341,8 +240,8 @@ def step_range(A: torch.Tensor, D: torch.Tensor) -> tuple[float, float]:
     (``inf`` if D pushes nowhere). Softmax attention is strictly positive,
     so both bounds are strictly non-zero for any non-zero direction.
     """
-    _check_tensor(A, "A", min_dims=2)
-    _check_tensor(D, "D", min_dims=2)
+    check_tensor(A, "A", min_dims=2)
+    check_tensor(D, "D", min_dims=2)
     if A.shape != D.shape:
         raise ValueError(f"A and D must have the same shape; got {tuple(A.shape)} and {tuple(D.shape)}.")
     if float(A.min()) < 0:
@@ -374,7 +273,7 @@ def alternative_family(
     T: torch.Tensor,
     fractions: Sequence[float] | torch.Tensor = (-1.0, -0.5, 0.0, 0.5, 1.0),
     direction: torch.Tensor | None = None,
-    generator: torch.Generator | None = None,
+    seed: int = 0,
     rtol: float = DEFAULT_RTOL,
 ) -> AlternativeFamily:
     """A family of valid attention matrices with the head output of A.
@@ -390,9 +289,9 @@ def alternative_family(
     if fractions.dim() != 1 or not torch.isfinite(fractions).all() or float(fractions.abs().max()) > 1:
         raise ValueError("fractions must be a 1-D sequence of numbers in [-1, 1].")
     if direction is None:
-        direction = null_direction(T, generator=generator, rtol=rtol)
+        direction = null_direction(T, seed=seed, rtol=rtol)
     else:
-        _check_tensor(direction, "direction", dims=2)
+        check_tensor(direction, "direction", dims=2)
         if direction.shape != A.shape:
             raise ValueError(f"direction must have A's shape {tuple(A.shape)}; got {tuple(direction.shape)}.")
         N = simplex_null_space(T, rtol)
@@ -403,9 +302,9 @@ def alternative_family(
                              "project it with null_projection(direction, simplex_null_space(T)).")
     t_low, t_high = step_range(A, direction)
     steps = torch.where(fractions >= 0, fractions * t_high, -fractions * t_low)
+    # the extreme steps land exactly on zero in exact arithmetic; rounding may leave entries
+    # of order -1e-17 there: they are kept, so validity() reports them
     attentions = A.double()[None] + steps[:, None, None] * direction.double()[None]
-    # the extreme steps land exactly on zero in exact arithmetic; clear the rounding residue
-    attentions = attentions.clamp_min(0.0)
     return AlternativeFamily(attentions, steps, direction.double(), t_low, t_high)
 
 
@@ -415,13 +314,10 @@ def validity(alternatives: torch.Tensor, A: torch.Tensor, T: torch.Tensor) -> di
     Returns ``min_entry`` (>= 0 for valid), ``row_sum_error`` (max |row sum - 1|)
     and ``output_error`` = max |(A' - A) T| / max |A T| (0 for the same output).
     """
-    check_attention_and_values(A, T)
-    _check_tensor(alternatives, "alternatives", min_dims=2)
-    if alternatives.shape[-2:] != A.shape:
-        raise ValueError(f"alternatives must end in A's shape {tuple(A.shape)}; got {tuple(alternatives.shape)}.")
-    A64, T64, X = A.double(), T.double(), alternatives.double()
+    output_change = relative_output_change(alternatives, A, T)
+    X = alternatives.double()
     return {
         "min_entry": float(X.min()),
         "row_sum_error": float((X.sum(-1) - 1).abs().max()),
-        "output_error": float(((X - A64) @ T64).abs().max() / (A64 @ T64).abs().max()),
+        "output_error": float(output_change.max()),
     }

@@ -11,12 +11,15 @@ later work (context mixing, chapter 7).
 """
 from __future__ import annotations
 
+from .models import Architecture
+
 __all__ = [
     "PAPER_MODEL_NAME",
     "PAPER_LAYERS",
     "PAPER_HEADS",
     "PAPER_D",
     "PAPER_D_V",
+    "BERT_BASE",
     "TOKEN_IDENTIFIABILITY",
     "HTA",
     "CONTEXT_MIXING",
@@ -29,6 +32,7 @@ PAPER_LAYERS = 12
 PAPER_HEADS = 12
 PAPER_D = 768
 PAPER_D_V = 64  # attention is not identifiable above d_v = 64 tokens
+BERT_BASE = Architecture(PAPER_MODEL_NAME, PAPER_LAYERS, PAPER_HEADS, PAPER_D, PAPER_D_V, 512, 30522)
 
 # --------------------------------------------------------------------------- section 4
 TOKEN_IDENTIFIABILITY = {

@@ -23,6 +23,7 @@ import torch
 from transformers import PreTrainedModel
 
 from .models import check_supported
+from .numbering import head_index, layer_index
 
 
 @dataclass
@@ -37,12 +38,8 @@ class AttentionPatch:
 
 def _check_patch(model: PreTrainedModel, layer: int, head: int, attention: torch.Tensor) -> None:
     check_supported(model)
-    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    for name, value, limit in (("layer", layer, layers), ("head", head, heads)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-        if not 0 <= value < limit:
-            raise ValueError(f"{name} must be in [0, {limit}); got {value}.")
+    layer_index(layer, model.config.num_hidden_layers)
+    head_index(head, model.config.num_attention_heads)
     if not isinstance(attention, torch.Tensor):
         raise TypeError(f"The replacement attention must be a torch.Tensor, got {type(attention).__name__}.")
     if attention.dim() not in (2, 3) or attention.shape[-1] != attention.shape[-2]:
@@ -59,7 +56,7 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
 
     Args:
         model: a BERT encoder with eager attention, in eval mode.
-        layer, head: which head to patch.
+        layer, head: which head to patch, numbered 1..L and 1..h as in the book.
         attention: (n, n), or (batch, n, n), the replacement A. It need not
             be non-negative or row-stochastic: the patch is the product
             ``attention @ V_h``, whatever A is.
@@ -72,9 +69,10 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
         input whose length differs from n (during the forward pass).
     """
     _check_patch(model, layer, head, attention)
-    module = model.encoder.layer[layer].attention.self
+    module = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)].attention.self
     d_v = module.attention_head_size
-    columns = slice(head * d_v, (head + 1) * d_v)
+    k = head_index(head, model.config.num_attention_heads)
+    columns = slice(k * d_v, (k + 1) * d_v)
     patch = AttentionPatch(layer, head, attention)
 
     def hook(mod, args, kwargs, output):
@@ -92,7 +90,7 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
         context[..., columns] = A @ values
         if weights is not None:
             weights = weights.clone()
-            weights[:, head] = A
+            weights[:, k] = A
         patch.calls += 1
         return context, weights
 

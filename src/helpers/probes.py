@@ -33,10 +33,6 @@ MAP_KINDS = ("naive", "linear", "mlp")
 LOSSES = ("l2", "cosine")
 COMBINATIONS = tuple((kind, loss) for kind in MAP_KINDS for loss in LOSSES)
 
-# The paper's numbers (BERT-Base, MRPC), for the figures' reference marks.
-PAPER_FRACTION_CURVE = {0.5: 0.74, 0.8: 0.80, 0.9: 0.81, 1.0: 0.82}  # MLP, test set
-PAPER_LAST_LAYER_LINEAR_COSINE = 0.93
-
 
 # --------------------------------------------------------------------------- checks
 
@@ -382,7 +378,7 @@ def fit_token_map(tokens: HiddenTokens, layer: int, kind: str = "linear", loss: 
         sources = targets = torch.arange(len(tokens))
     else:
         sources, targets = neighbour_rows(tokens.sentence, tokens.position, offset)
-    fitted = fit_map(tokens.hidden[layer, sources], tokens.inputs[targets], kind, loss, **options)
+    fitted = fit_map(tokens.hidden[layer, sources], tokens.x[targets], kind, loss, **options)
     fitted.layer, fitted.offset = layer, offset
     return fitted
 
@@ -394,7 +390,7 @@ def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, layer: int | None = 
         raise ValueError("The map has no training layer; say which layer to evaluate.")
     layer = _check_layer(tokens, layer)
     predicted = token_map(tokens.hidden[layer])
-    return identifiability_rate(predicted, tokens.inputs, tokens.sentence, token_map.distance, tokens.position, token_map.offset)
+    return identifiability_rate(predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset)
 
 
 # --------------------------------------------------------------------------- experiments
@@ -447,7 +443,7 @@ def probe_layers(
     for kind, loss, layer in tqdm(jobs, desc="probes", disable=not progress):
         fitted = fit_token_map(train, layer, kind, loss, **options)
         maps.setdefault((kind, loss), []).append(fitted)
-        row = {"map": kind, "loss": loss, "layer": layer, "test": evaluate_map(fitted, test)}
+        row = {"map": kind, "loss": loss, "hidden_state": layer, "test": evaluate_map(fitted, test)}
         if train_rates:
             row["train"] = evaluate_map(fitted, train)
         rows.append(row)
@@ -471,7 +467,7 @@ def generalisation_matrix(maps: Sequence[TokenMap], test: HiddenTokens, layers: 
     out = torch.empty(len(maps), len(chosen))
     for i, token_map in enumerate(maps):
         predicted = token_map(test.hidden[chosen].reshape(-1, d))
-        nearest = nearest_in_sentence(predicted, queries_sentence, test.inputs, test.sentence, token_map.distance)
+        nearest = nearest_in_sentence(predicted, queries_sentence, test.x, test.sentence, token_map.distance)
         out[i] = (nearest.view(len(chosen), N) == own).float().mean(dim=1)
     return out
 
@@ -557,22 +553,22 @@ def neighbour_rates(
     chosen = _layers(train, layers)
     train_rows, train_targets = _interior(train, offsets)
     test_rows, test_targets = _interior(test, offsets)
-    d_in = train.inputs.shape[1]
+    d_in = train.x.shape[1]
     rows = []
     for layer in tqdm(chosen, desc="neighbours", disable=not progress):
         hidden = train.hidden[layer, train_rows]
         if kind == "linear" and loss == "l2":
-            joint = fit_map(hidden, torch.cat([train.inputs[train_targets[k]] for k in offsets], dim=1), kind, loss, **options)
+            joint = fit_map(hidden, torch.cat([train.x[train_targets[k]] for k in offsets], dim=1), kind, loss, **options)
             maps = [joint.module.weight[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
             biases = [joint.module.bias[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
             predict = lambda i, e: e @ maps[i].T + biases[i]
         else:
-            fitted = [fit_map(hidden, train.inputs[train_targets[k]], kind, loss, **options) for k in offsets]
+            fitted = [fit_map(hidden, train.x[train_targets[k]], kind, loss, **options) for k in offsets]
             predict = lambda i, e: fitted[i](e)
         with torch.no_grad():  # one nearest-token search for all offsets of this layer
             predicted = torch.cat([predict(i, test.hidden[layer, test_rows]) for i in range(len(offsets))])
             query_sentence = test.sentence[test_rows].repeat(len(offsets))
-            nearest = nearest_in_sentence(predicted, query_sentence, test.inputs, test.sentence, loss)
+            nearest = nearest_in_sentence(predicted, query_sentence, test.x, test.sentence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
-        rows += [{"layer": layer, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)]
+        rows += [{"hidden_state": layer, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)]
     return pd.DataFrame(rows)

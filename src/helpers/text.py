@@ -1,6 +1,8 @@
 """Turning text into one model-ready, unpadded encoding, with early checks."""
 from __future__ import annotations
 
+import numbers
+
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
@@ -67,3 +69,21 @@ def check_single_sequence(encoding: BatchEncoding) -> int:
     if mask is not None and not bool(mask.all()):
         raise ValueError("The encoding is padded; the method works on the unpadded sequence. Use helpers.encode.")
     return ids.shape[1]
+
+
+def prefix_encoding(encoding: BatchEncoding, length: int) -> BatchEncoding:
+    """The first ``length - 1`` tokens of a one-sequence encoding, closed by its last token ([SEP]).
+
+    encoding: input_ids ``(1, n)``; returns input_ids ``(1, length)`` with the
+    same token types, so a long passage yields valid inputs of any length.
+    """
+    n = check_single_sequence(encoding)
+    if not isinstance(length, numbers.Integral) or isinstance(length, bool):
+        raise TypeError(f"length must be an int, got {type(length).__name__}.")
+    if not 2 <= length <= n:
+        raise ValueError(f"length must be between 2 and the sequence length {n}; got {length}.")
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t[:, : length - 1], t[:, -1:]], dim=1)
+
+    return BatchEncoding({key: keep(value) for key, value in encoding.items() if isinstance(value, torch.Tensor)})

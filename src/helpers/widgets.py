@@ -20,11 +20,9 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from .linalg import DEFAULT_RTOL
+from .linalg import DEFAULT_RTOL, check_attention_and_values, check_attention_distribution, relative_output_change
 from .lp_bounds import extreme_alternative
 from .nullspace import (
-    check_attention_and_values,
-    check_attention_distribution,
     null_projection,
     simplex_null_space,
     step_range,
@@ -73,8 +71,8 @@ class NullSpaceExplorer:
                                  "null_projection(directions, simplex_null_space(T)).")
             self.directions = D
         elif isinstance(directions, int) and not isinstance(directions, bool) and 1 <= directions <= 4:
-            generator = torch.Generator().manual_seed(seed)
-            objectives = [-self.A] + [torch.randn(A.shape, generator=generator, dtype=torch.float64)
+            draws = torch.Generator().manual_seed(seed)
+            objectives = [-self.A] + [torch.randn(A.shape, generator=draws, dtype=torch.float64)
                                       for _ in range(directions - 1)]
             self.directions = torch.stack([extreme_alternative(self.A, self.T, objective, rtol, progress=False) - self.A
                                            for objective in objectives])
@@ -113,8 +111,7 @@ class NullSpaceExplorer:
 
     def output_change(self, steps: Sequence[float] | None = None) -> float:
         """max |(A' - A) T| / max |A T|: zero (to rounding) for every step."""
-        delta = (self.alternative(steps) - self.A) @ self.T
-        return float(delta.abs().max() / (self.A @ self.T).abs().max())
+        return float(relative_output_change(self.alternative(steps), self.A, self.T))
 
     def figure(self, steps: Sequence[float] | None = None) -> plt.Figure:
         """The picture for the given steps (or the sliders'), as a matplotlib figure."""

@@ -23,3 +23,5 @@ from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
 # ---- chapter 9: decoders ----
 from .decoder import plot_causal_null_dimensions, plot_sink
+# ---- issue 12: word classes (chapter 6)
+from .word_classes import plot_self_contribution_by_class

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
+from ..attribution import share_own_input_not_largest
 from .heatmaps import token_heatmap
 from .style import EFFECTIVE, NULL, PAPER, RAW
 
@@ -35,7 +36,7 @@ def plot_contribution_maps(
         ax.set_ylabel("hidden token i" if k == 0 else "")
     figure = axes[0].figure
     figure.colorbar(axes[0].collections[0], ax=list(axes), shrink=0.8, pad=0.02, label="$c^l_{ij}$")
-    method = "exact" if attribution.probes is None else f"estimate, {attribution.probes} probes per token"
+    method = "exact" if attribution.samples is None else f"estimate, {attribution.samples} samples per token"
     figure.suptitle(f"Contribution of input token j to hidden token i ({method})")
     return axes
 
@@ -54,7 +55,7 @@ def plot_estimate_vs_exact(estimate, exact, ax=None) -> plt.Axes:
     ax.set_xlim(low, 1)
     ax.set_ylim(low, 1)
     ax.set_xlabel("exact $c^l_{ij}$")
-    ax.set_ylabel(f"estimate, {estimate.probes} probes per token")
+    ax.set_ylabel(f"estimate, {estimate.samples} samples per token")
     ax.set_title("Estimated against exact contributions")
     ax.legend(loc="upper left")
     return ax
@@ -90,7 +91,7 @@ def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax
     """Share of hidden tokens whose own input is not the largest contributor, per layer."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 3.6))
-    share = 1.0 - table.groupby("layer")["own_is_largest"].mean()
+    share = share_own_input_not_largest(table)
     ax.bar(share.index, share.to_numpy(), width=0.6, color=RAW, alpha=0.8, label="this book's model")
     if paper is not None:
         points = paper["share_own_input_not_largest"]

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .heatmaps import _as_numpy
+from .heatmaps import as_numpy
 from .style import EFFECTIVE, NULL, RAW
 
 
@@ -14,7 +14,7 @@ def plot_causal_null_dimensions(dims, d_v: int, ax: plt.Axes | None = None) -> p
 
     dims: (n,) integers (``helpers.causal_null_dimensions``).
     """
-    dims = _as_numpy(dims)
+    dims = as_numpy(dims)
     if dims.ndim != 1:
         raise ValueError(f"dims must be one head's (n,) null dimensions; got shape {dims.shape}.")
     ax = ax or plt.subplots(figsize=(6.5, 3.8), layout="constrained")[1]

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .heatmaps import _as_numpy, token_heatmap
+from .heatmaps import as_numpy, token_heatmap
 from .style import EFFECTIVE, NULL, RAW
 
 LENGTH_BINS = (0, 16, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 400, 512)
@@ -26,7 +26,7 @@ def plot_attention_split(
     is the 99.5th percentile of their absolute values, so a few extreme
     entries do not wash the rest out; larger entries show in the end colours).
     """
-    raw, effective, null = (_as_numpy(M) for M in (A, A_eff, A_null))
+    raw, effective, null = (as_numpy(M) for M in (A, A_eff, A_null))
     if not raw.shape == effective.shape == null.shape:
         raise ValueError(f"A, A_eff and A_null must have one shape; got {raw.shape}, {effective.shape}, {null.shape}.")
     limit = float(np.quantile(np.abs(np.concatenate([effective.ravel(), null.ravel()])), 0.995))
@@ -61,11 +61,11 @@ def plot_correlation_vs_length(
     bins=LENGTH_BINS,
     source: str | None = None,
 ) -> plt.Figure:
-    """Pearson correlation of raw vs effective attention against sequence length d_s.
+    """Pearson correlation of raw vs effective attention against sequence length n.
 
     table: ``effective_attention_sweep`` output. Left: every head of every
     example, median per length bin with the 10-90% band. Right: one median
-    curve per layer. A dashed line marks d_s = d_v.
+    curve per layer. A dashed line marks n = d_v.
     """
     per_layer = _per_example_layer_medians(table)
     cut = pd.cut(table["n"], bins=list(bins))
@@ -92,8 +92,8 @@ def plot_correlation_vs_length(
     right.set_title("median over heads, per layer")
     for ax in (left, right):
         ax.axvline(d_v, color="black", ls="--", lw=1)
-        ax.text(d_v, 0.03, f" $d_s = d_v = {d_v}$", transform=ax.get_xaxis_transform(), fontsize=8)
-        ax.set_xlabel("sequence length $d_s$ (tokens)")
+        ax.text(d_v, 0.03, f" $n = d_v = {d_v}$", transform=ax.get_xaxis_transform(), fontsize=8)
+        ax.set_xlabel("sequence length $n$ (tokens)")
     left.set_ylabel("Pearson correlation, raw vs effective")
     left.legend(loc="upper right", fontsize=8)
     right.legend(loc="upper right", fontsize=8, ncol=2)

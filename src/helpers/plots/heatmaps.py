@@ -7,7 +7,7 @@ import seaborn as sns
 import torch
 
 
-def _as_numpy(matrix) -> np.ndarray:
+def as_numpy(matrix) -> np.ndarray:
     if isinstance(matrix, torch.Tensor):
         matrix = matrix.detach().cpu().numpy()
     matrix = np.asarray(matrix, dtype=float)
@@ -35,7 +35,7 @@ def token_heatmap(
     ``center`` set (signed data such as effective or null attention) a
     diverging map is used. Labels are thinned past ``max_labels`` tokens.
     """
-    values = _as_numpy(matrix)
+    values = as_numpy(matrix)
     if row_tokens is not None and len(row_tokens) != values.shape[0]:
         raise ValueError(f"{len(row_tokens)} row labels for {values.shape[0]} rows.")
     if col_tokens is None:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .heatmaps import _as_numpy, token_heatmap
+from .heatmaps import as_numpy, token_heatmap
 from .style import EFFECTIVE, NULL, PAPER, RAW
 
 
@@ -32,44 +32,44 @@ def plot_rank_sweep(frame: pd.DataFrame, d_v: int, rank_column: str = "rank_V",
                     axes: Sequence[plt.Axes] | None = None, source: str = "",
                     overlay: pd.DataFrame | None = None, overlay_column: str = "rank_T",
                     bound_label: str = "d_v") -> np.ndarray:
-    """rank against d_s (left) and null-space dimension d_s - rank against d_s (right).
+    """rank against n (left) and null-space dimension n - rank against n (right).
 
     frame: ``helpers.rank_sweep`` output (one row per text, length, layer,
     head). Each length shows the range over all heads and texts (a band,
-    usually a single point) with the lines min(d_s, d_v) and d_s - d_v.
+    usually a single point) with the lines min(n, d_v) and n - d_v.
     ``overlay``: a second sweep (a subset, say with rank(T)) drawn as crosses.
     ``bound_label`` names the bound in the legend (e.g. ``"d_v + 1"`` for [V, 1]).
     """
-    _check_columns(frame, ["d_s", rank_column])
+    _check_columns(frame, ["n", rank_column])
     if overlay is not None:
-        _check_columns(overlay, ["d_s", overlay_column])
+        _check_columns(overlay, ["n", overlay_column])
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 4))
-    stats = frame.assign(null=frame["d_s"] - frame[rank_column]).groupby("d_s").agg(
+    stats = frame.assign(null=frame["n"] - frame[rank_column]).groupby("n").agg(
         rank_min=(rank_column, "min"), rank_max=(rank_column, "max"), null_min=("null", "min"),
         null_max=("null", "max"), count=(rank_column, "size"))
-    d_s = stats.index.to_numpy()
-    grid = np.unique(np.concatenate([d_s, [d_v]]))
+    lengths = stats.index.to_numpy()
+    grid = np.unique(np.concatenate([lengths, [d_v]]))
     what = RANK_LABELS.get(rank_column, rank_column)
     bound = f"({bound_label})" if " " in bound_label.strip() else bound_label
     left, right = axes
-    left.plot(grid, np.minimum(grid, d_v), color=PAPER, lw=1.5, ls="--", label=rf"$\min(d_s, {bound_label})$")
-    left.fill_between(d_s, stats["rank_min"], stats["rank_max"], color=RAW, alpha=0.3, lw=0)
-    left.plot(d_s, stats["rank_max"], "o", color=RAW, ms=5, label=f"{what}: every head, every text")
-    right.plot(grid, np.maximum(grid - d_v, 0), color=PAPER, lw=1.5, ls="--", label=rf"$d_s - {bound}$")
-    right.fill_between(d_s, stats["null_min"], stats["null_max"], color=NULL, alpha=0.3, lw=0)
-    right.plot(d_s, stats["null_max"], "o", color=NULL, ms=5, label=f"$d_s$ - {what}")
+    left.plot(grid, np.minimum(grid, d_v), color=PAPER, lw=1.5, ls="--", label=rf"$\min(n, {bound_label})$")
+    left.fill_between(lengths, stats["rank_min"], stats["rank_max"], color=RAW, alpha=0.3, lw=0)
+    left.plot(lengths, stats["rank_max"], "o", color=RAW, ms=5, label=f"{what}: every head, every text")
+    right.plot(grid, np.maximum(grid - d_v, 0), color=PAPER, lw=1.5, ls="--", label=rf"$n - {bound}$")
+    right.fill_between(lengths, stats["null_min"], stats["null_max"], color=NULL, alpha=0.3, lw=0)
+    right.plot(lengths, stats["null_max"], "o", color=NULL, ms=5, label=f"$n$ - {what}")
     if overlay is not None:
-        extra = overlay.groupby("d_s")[overlay_column].agg(["min", "max"])
+        extra = overlay.groupby("n")[overlay_column].agg(["min", "max"])
         other = RANK_LABELS.get(overlay_column, overlay_column)
         for column in ("min", "max"):
             left.plot(extra.index, extra[column], "x", color=EFFECTIVE, ms=7, mew=1.5,
                       label=f"{other}: every head, {overlay['text'].nunique()} texts" if column == "min" else None)
             right.plot(extra.index, extra.index - extra[column], "x", color=EFFECTIVE, ms=7, mew=1.5,
-                       label=f"$d_s$ - {other}" if column == "min" else None)
-    left.set(xscale="log", xlabel=r"sequence length $d_s$ (tokens)", ylabel="numerical rank",
+                       label=f"$n$ - {other}" if column == "min" else None)
+    left.set(xscale="log", xlabel=r"sequence length $n$ (tokens)", ylabel="numerical rank",
              title=f"{what} saturates at ${bound_label}$ = {d_v}")
-    right.set(xscale="log", yscale="symlog", xlabel=r"sequence length $d_s$ (tokens)",
+    right.set(xscale="log", yscale="symlog", xlabel=r"sequence length $n$ (tokens)",
               ylabel="dimension of the left null space", title="The null space grows with the input")
     right.set_ylim(bottom=-0.3)
     left.legend(loc="lower right")
@@ -105,7 +105,7 @@ def plot_null_space_angles(frame: pd.DataFrame, ax: plt.Axes | None = None, floo
     ax.set_yticks(range(len(pairs)), list(pairs.values()))
     ax.invert_yaxis()
     ax.set(xscale="log", xlabel="largest principal angle between the null spaces (degrees)",
-           title=f"Null spaces of every head ({len(frame)} heads, one input of {int(frame['d_s'].iloc[0])} tokens)")
+           title=f"Null spaces of every head ({len(frame)} heads, one input of {int(frame['n'].iloc[0])} tokens)")
     return ax
 
 
@@ -118,7 +118,7 @@ def plot_attention_comparison(maps: Mapping[str, torch.Tensor], tokens: Sequence
     """
     if not maps:
         raise ValueError("maps is empty: give at least one title -> matrix.")
-    arrays = {title: _as_numpy(m) for title, m in maps.items()}
+    arrays = {title: as_numpy(m) for title, m in maps.items()}
     if axes is None:
         _, axes = plt.subplots(1, len(arrays), figsize=(5.2 * len(arrays), 5))
     axes = np.atleast_1d(axes)
@@ -147,11 +147,11 @@ def plot_hidden_change(changes: Mapping[str, torch.Tensor], ax: plt.Axes | None 
         _, ax = plt.subplots(figsize=(7, 3.8))
     colours = [RAW, PAPER, EFFECTIVE, NULL]
     for k, (label, values) in enumerate(changes.items()):
-        values = np.maximum(_as_numpy(torch.as_tensor(values)[None]).ravel(), floor)
+        values = np.maximum(as_numpy(torch.as_tensor(values)[None]).ravel(), floor)
         ax.plot(np.arange(len(values)), values, "o-", color=colours[k % len(colours)], label=label)
     if patched_layer is not None:
-        ax.axvline(patched_layer + 1, color="0.6", ls=":", lw=1)
-        ax.annotate("output of the patched layer", (patched_layer + 1, ax.get_ylim()[1]), fontsize=8, color="0.4",
+        ax.axvline(patched_layer, color="0.6", ls=":", lw=1)
+        ax.annotate("output of the patched layer", (patched_layer, ax.get_ylim()[1]), fontsize=8, color="0.4",
                     ha="left", va="top", xytext=(4, -4), textcoords="offset points")
     ax.set(yscale="log", xlabel="hidden state (0 = embeddings, l = output of layer l)",
            ylabel=rf"max $|\Delta$ hidden state$|$ (0 drawn at {floor:.0e})", title="What the rest of the network sees")
@@ -189,7 +189,7 @@ def plot_lp_ranges(lower: torch.Tensor, upper: torch.Tensor, A: torch.Tensor, ro
                    tokens: Sequence[str] | None = None, axes: Sequence[plt.Axes] | None = None,
                    max_labels: int = 30) -> np.ndarray:
     """Left: heatmap of range widths upper - lower (n, n). Right: one query row's [min, max] per key with A."""
-    lo, hi, a = _as_numpy(lower), _as_numpy(upper), _as_numpy(A)
+    lo, hi, a = as_numpy(lower), as_numpy(upper), as_numpy(A)
     if not lo.shape == hi.shape == a.shape:
         raise ValueError(f"lower, upper and A must have one shape; got {lo.shape}, {hi.shape}, {a.shape}.")
     n = a.shape[0]
@@ -234,7 +234,7 @@ def plot_null_step(A: torch.Tensor, alternative: torch.Tensor, output_change: fl
                    tokens: Sequence[str] | None = None, steps: Sequence[float] = (), figsize=(15, 5.2),
                    max_labels: int = 25) -> plt.Figure:
     """The explorer's picture: A, the alternative A + Ã, and Ã, with the relative output change in the title."""
-    a, alt = _as_numpy(A), _as_numpy(alternative)
+    a, alt = as_numpy(A), as_numpy(alternative)
     if a.shape != alt.shape or a.shape[0] != a.shape[1]:
         raise ValueError(f"A and alternative must both be (n, n); got {a.shape} and {alt.shape}.")
     fig, axes = plt.subplots(1, 3, figsize=figsize)

@@ -41,20 +41,20 @@ def plot_layer_rates(
 ) -> plt.Axes:
     """One line per (map, loss): identifiability rate against layer.
 
-    ``table`` has columns map, loss, layer and ``column`` (``probe_layers(...).table``).
+    ``table`` has columns map, loss, hidden_state and ``column`` (``probe_layers(...).table``).
     Colour says the map, a solid line cosine and a dashed line L2.
     """
-    _check_table(table, ["map", "loss", "layer", column], "plot_layer_rates")
+    _check_table(table, ["map", "loss", "hidden_state", column], "plot_layer_rates")
     ax = _new_axes(ax)
     for (kind, loss), rows in table.groupby(["map", "loss"], sort=False):
-        rows = rows.sort_values("layer")
-        ax.plot(rows["layer"], rows[column], LOSS_STYLES.get(loss, "-"), marker="o", markersize=4,
+        rows = rows.sort_values("hidden_state")
+        ax.plot(rows["hidden_state"], rows[column], LOSS_STYLES.get(loss, "-"), marker="o", markersize=4,
                 color=MAP_COLOURS.get(kind), label=f"{MAP_LABELS.get(kind, kind)}, {'cosine' if loss == 'cosine' else 'L2'}")
     if chance is not None:
         ax.axhline(chance, color="black", linestyle=":", linewidth=1, label="chance (random token of the sequence)")
-    ax.set_xticks(sorted(table["layer"].unique()))
+    ax.set_xticks(sorted(table["hidden_state"].unique()))
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("layer (0 = embedding output)")
+    ax.set_xlabel("hidden state (0 = embedding output, l = output of layer l)")
     ax.set_ylabel(f"identifiability rate ({column} set)")
     ax.set_title(title)
     ax.legend(loc="lower left", fontsize=8)
@@ -120,14 +120,14 @@ def plot_neighbour_rates(
     ax: plt.Axes | None = None,
     title: str = "Recovering the neighbour $x_{i+k}$ from $e_i^l$",
 ) -> plt.Axes:
-    """Rate against offset k, one line per layer (``neighbour_rates(...)``: layer, offset, rate)."""
-    _check_table(table, ["layer", "offset", "rate"], "plot_neighbour_rates")
+    """Rate against offset k, one line per layer (``neighbour_rates(...)``: hidden_state, offset, rate)."""
+    _check_table(table, ["hidden_state", "offset", "rate"], "plot_neighbour_rates")
     ax = _new_axes(ax)
-    layers = sorted(table["layer"].unique())
+    layers = sorted(table["hidden_state"].unique())
     colours = sns.color_palette("viridis", len(layers))
     for colour, layer in zip(colours, layers):
-        rows = table[table["layer"] == layer].sort_values("offset")
-        ax.plot(rows["offset"], rows["rate"], marker="o", markersize=4, color=colour, label=f"layer {layer}")
+        rows = table[table["hidden_state"] == layer].sort_values("offset")
+        ax.plot(rows["offset"], rows["rate"], marker="o", markersize=4, color=colour, label=f"hidden state {layer}")
     if chance is not None:
         ax.axhline(chance, color="black", linestyle=":", linewidth=1, label="chance")
     ax.set_xticks(sorted(table["offset"].unique()))

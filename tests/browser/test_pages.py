@@ -1,0 +1,266 @@
+"""Open every page of the built book (_build/html) in headless Chromium and check what a reader sees.
+
+Run ``make book`` first. The browser is a system Chromium driven by
+playwright through ``executable_path`` (no browser download): the
+``BOOK_CHROMIUM`` environment variable, else ``chromium``,
+``chromium-browser`` or ``google-chrome`` on PATH. Without one, or without a
+build, every test here skips and says why.
+
+The pages are served from 127.0.0.1 and every other request is refused, so a
+page that needs the network fails. Each page fails on
+
+* a console error or an uncaught exception, or a request that leaves the machine;
+* an image that did not load (``naturalWidth`` 0);
+* raw TeX in the text outside typeset math (``$$``, ``\\frac``, ``\\mathbb`` ...);
+* an exercise solution that shows before its toggle is clicked, or stays hidden after;
+* a code cell tagged ``hide-input`` whose input shows before it is opened;
+* an interactive widget (it needs a kernel) without a loaded static figure in its own or the next cell;
+* on a notebook page, a missing Colab launch button, or one that opens another notebook.
+
+A screenshot of each page goes to ``_build/screenshots/``. A separate check,
+without a browser, reads the HTML: no page loads MathJax from a CDN.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+# TeX that should never survive typesetting; checked in the text outside MathJax's output and code.
+RAW_TEX = re.compile(r"\$\$|\\(?:frac|mathbb|mathbf|mathrm|operatorname|begin|end|sqrt|left|right|top|cdot|sum|in|le|ge)(?![a-zA-Z])|\\[(\[]")
+REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
+
+
+def find_chromium() -> str | None:
+    """The Chromium to drive: $BOOK_CHROMIUM, else the first known browser on PATH."""
+    explicit = os.environ.get("BOOK_CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else shutil.which(explicit)
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def book_pages() -> list[str]:
+    """Every HTML page of the build, relative to _build/html (assets excluded)."""
+    if not HTML.is_dir():
+        return []
+    skip = ("_static", "_sources", "_images", "_sphinx_design_static")
+    return sorted(p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html") if not p.relative_to(HTML).parts[0] in skip)
+
+
+def test_raw_tex_pattern():
+    assert RAW_TEX.search(r"where $$x$$") and RAW_TEX.search(r"a \frac{1}{2}") and RAW_TEX.search(r"\mathbb{R}")
+    assert RAW_TEX.search(r"\(x\)") and RAW_TEX.search(r"x \in X")
+    assert not RAW_TEX.search("price: $5, a \\infinity, \\index, plain text")
+
+
+def test_find_chromium_prefers_the_environment(monkeypatch, tmp_path):
+    fake = tmp_path / "my-chromium"
+    fake.write_text("")
+    monkeypatch.setenv("BOOK_CHROMIUM", str(fake))
+    assert find_chromium() == str(fake)
+    monkeypatch.setenv("BOOK_CHROMIUM", str(tmp_path / "absent"))
+    assert find_chromium() is None
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not (HTML / "index.html").exists():
+        pytest.skip("no built book in _build/html: run `make book` first")
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium found: set BOOK_CHROMIUM or install one (Debian: apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (pip install -r requirements.txt)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def _config() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def expected_colab_url(page: str) -> str | None:
+    """The Colab URL of the page's own notebook, or None when the page is not built from a notebook."""
+    notebook = Path(page).with_suffix(".ipynb")
+    if not (ROOT / notebook).exists():
+        return None
+    config = _config()
+    repository = config["repository"]["url"].rstrip("/").removeprefix("https://github.com/")
+    branch = config["repository"].get("branch", "main")
+    colab = config["launch_buttons"]["colab_url"].rstrip("/")
+    return f"{colab}/github/{repository}/blob/{branch}/{notebook.as_posix()}"
+
+
+def test_expected_colab_url_points_at_the_notebook():
+    page = "book/01_anatomy_of_a_head.html"
+    if not (ROOT / "book/01_anatomy_of_a_head.ipynb").exists():
+        pytest.skip("chapter 1 is not in this checkout")
+    assert expected_colab_url(page).endswith("/blob/main/book/01_anatomy_of_a_head.ipynb")
+    assert expected_colab_url("book/intro.html") is None
+
+
+# In the page: text outside typeset math, code and scripts.
+_VISIBLE_TEXT_JS = """() => {
+  const clone = document.body.cloneNode(true);
+  clone.querySelectorAll('mjx-container, mjx-assistive-mml, script, style, pre, code, .MathJax, nav.bd-links, .bd-search, textarea')
+       .forEach(e => e.remove());
+  return clone.textContent;
+}"""
+
+_BROKEN_IMAGES_JS = """async () => {
+  const imgs = [...document.images];
+  await Promise.all(imgs.map(img => { img.loading = 'eager'; return img.decode().catch(() => null); }));
+  return imgs.filter(img => img.naturalWidth === 0).map(img => img.getAttribute('src'));
+}"""
+
+# Widgets whose own and next cell hold no loaded image.
+_WIDGETS_WITHOUT_STATIC_JS = """() => {
+  const scripts = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+  const bad = [];
+  for (const script of scripts) {
+    const cell = script.closest('.cell');
+    const cells = [cell, cell && cell.nextElementSibling].filter(Boolean);
+    const ok = cells.some(c => [...c.querySelectorAll('.cell_output img')].some(img => img.naturalWidth > 0));
+    if (!ok) bad.push(cell ? (cell.id || cell.className) : 'widget outside a cell');
+  }
+  return {widgets: scripts.length, bad};
+}"""
+
+
+def _visible(locator) -> bool:
+    return locator.count() > 0 and any(locator.nth(i).is_visible() for i in range(locator.count()))
+
+
+def check_solutions(page) -> list[str]:
+    """Each exercise solution: body hidden until its toggle is clicked, shown after."""
+    problems = []
+    solutions = page.locator("div.admonition[class*='solution']")
+    for i in range(solutions.count()):
+        solution = solutions.nth(i)
+        label = solution.get_attribute("id") or f"solution {i + 1}"
+        body = solution.locator(":scope > :not(.admonition-title)")
+        if _visible(body):
+            problems.append(f"{label}: solution visible before its toggle is clicked")
+            continue
+        solution.locator(":scope > .admonition-title").first.click()
+        page.wait_for_timeout(300)
+        if not _visible(body):
+            problems.append(f"{label}: solution still hidden after its toggle is clicked")
+    return problems
+
+
+def check_hidden_inputs(page) -> list[str]:
+    """Cells tagged hide-input: the source is collapsed until the reader opens it."""
+    problems = []
+    cells = page.locator(".cell.tag_hide-input")
+    for i in range(cells.count()):
+        source = cells.nth(i).locator(".cell_input pre")
+        if _visible(source):
+            problems.append(f"hide-input cell {i + 1}: its input shows without being opened")
+    return problems
+
+
+@pytest.mark.parametrize("page_path", book_pages() or ["<no build>"])
+def test_page(browser, server, page_path):
+    redirect = REDIRECT.search((HTML / page_path).read_text()) if (HTML / page_path).exists() else None
+    if redirect:  # a bare redirect (the book's index.html): its target must exist
+        assert (HTML / page_path).parent.joinpath(redirect.group(1)).exists(), f"{page_path} redirects to a missing page"
+        return
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(120_000)  # two shared CPU cores render the long API page slowly
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: problems.append(f"uncaught exception: {exc}"))
+
+    def refuse_outside(route):
+        if route.request.url == f"{server}/favicon.ico":  # asked for by the browser, not by the book
+            route.fulfill(status=204)
+        elif route.request.url.startswith(server):
+            route.continue_()
+        else:
+            problems.append(f"request leaves the machine: {route.request.url}")
+            route.abort()
+
+    page.route("**/*", refuse_outside)
+    try:
+        page.goto(f"{server}/{page_path}", wait_until="load")
+        if page.locator(".math, mjx-container").count():
+            typeset = page.evaluate("() => window.MathJax && window.MathJax.startup ? MathJax.startup.promise.then(() => true) : false")
+            if not typeset:
+                problems.append("the page has math but MathJax did not start")
+        broken = page.evaluate(_BROKEN_IMAGES_JS)
+        problems += [f"image did not load: {src}" for src in broken]
+        text = page.evaluate(_VISIBLE_TEXT_JS)
+        for match in list(RAW_TEX.finditer(text))[:5]:
+            problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40):match.end() + 40]!r}...")
+        widgets = page.evaluate(_WIDGETS_WITHOUT_STATIC_JS)
+        problems += [f"interactive widget without a static figure: {cell}" for cell in widgets["bad"]]
+        problems += check_hidden_inputs(page)
+        expected = expected_colab_url(page_path)
+        if expected is not None:
+            links = page.locator("a[href*='colab.research.google.com']")
+            hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+            if not hrefs:
+                problems.append("no Colab launch button")
+            problems += [f"Colab button opens {href}, not {expected}" for href in hrefs if href != expected]
+        page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        problems += check_solutions(page)  # last: it clicks
+    finally:
+        context.close()
+    assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+
+
+def test_math_is_served_from_the_build():
+    """No page loads MathJax from a CDN; pages with math load the copy in _static/mathjax."""
+    pages = book_pages()
+    if not pages:
+        pytest.skip("no built book in _build/html: run `make book` first")
+    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").exists(), "sphinx-mathjax-offline did not copy MathJax"
+    with_math = 0
+    for page_path in pages:
+        html = (HTML / page_path).read_text()
+        scripts = re.findall(r'<script[^>]*\ssrc="([^"]+)"', html)
+        remote = [src for src in scripts if "mathjax" in src.lower() and re.match(r"(https?:)?//", src)]
+        assert not remote, f"{page_path} loads MathJax from the network: {remote}"
+        if 'class="math' in html:
+            with_math += 1
+            assert any(re.search(r"(^|/)_static/mathjax/tex-chtml\.js", src) for src in scripts), f"{page_path} has math but no local MathJax"
+    assert with_math, "no page with math was found: the check saw nothing"

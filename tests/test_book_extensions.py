@@ -1,0 +1,42 @@
+"""The book's two small Sphinx extensions (book/_ext): plain-text docstrings and one copy of each script."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+
+import plain_docstrings  # noqa: E402
+import unique_scripts  # noqa: E402
+
+
+def test_bars_are_escaped_outside_backticks():
+    assert plain_docstrings.escape_bars("max |A T| over rows") == r"max \|A T\| over rows"
+    assert plain_docstrings.escape_bars("``|x|`` and |y|") == r"``|x|`` and \|y\|"
+
+
+def test_a_colon_before_an_indented_block_makes_it_literal():
+    lines = ["Three maps:", "", "    naive  g(e) = e", "       linear g(e) = e W", "", "After."]
+    assert plain_docstrings.literal_blocks(lines)[0] == "Three maps::"
+    assert plain_docstrings.literal_blocks(["Args:", "", "    A: (n, n)"])[0] == "Args:"  # napoleon section
+    assert plain_docstrings.literal_blocks(["Note:", "    text"])[0] == "Note:"
+    assert plain_docstrings.literal_blocks(["A sentence:", "no indent follows"])[0] == "A sentence:"
+
+
+def test_literal_blocks_keep_their_bars():
+    lines = ["Norms:", "", "    |x| = 1", "", "and |y|."]
+    plain_docstrings.process_docstring(None, "module", "m", None, {}, lines)
+    assert lines == ["Norms::", "", "    |x| = 1", "", r"and \|y\|."]
+
+
+class _Script(str):
+    def __new__(cls, filename, body=""):
+        obj = super().__new__(cls, filename or "")
+        obj.filename, obj.attributes = filename, ({"body": body} if body else {})
+        return obj
+
+
+def test_repeated_inline_scripts_are_dropped():
+    scripts = [_Script("a.js"), _Script(None, "const X = 1"), _Script("", "const X = 1"), _Script("a.js"), _Script(None, "other")]
+    kept = unique_scripts.unique(scripts)
+    assert [(s.filename, s.attributes.get("body")) for s in kept] == [("a.js", None), (None, "const X = 1"), (None, "other")]

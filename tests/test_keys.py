@@ -1,0 +1,121 @@
+"""Do the keys allow the alternatives? Rank of the centred log-attention, producible alternatives."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import helpers
+from helpers import keys
+
+
+def _random_qk(n: int, d_k: int, d: int, seed: int, scale: float = 1.5):
+    g = torch.Generator().manual_seed(seed)
+    Q = scale * torch.randn(n, d_k, generator=g, dtype=torch.float64)
+    K = scale * torch.randn(n, d_k, generator=g, dtype=torch.float64)
+    T = torch.randn(n, d_k, generator=g, dtype=torch.float64) @ torch.randn(d_k, d, generator=g, dtype=torch.float64)
+    return Q, K, T
+
+
+def test_softmax_of_a_low_rank_product_is_at_distance_zero():
+    Q, K, _ = _random_qk(12, 3, 8, seed=0)
+    A = helpers.attention_from_qk(Q, K)
+    assert float(keys.logit_rank_distance(A, 3)) < 1e-12
+    assert float(keys.logit_rank_distance(A, 2)) > 1e-3  # one rank short: the distance sees it
+    # a constant per row changes nothing
+    B = torch.softmax(Q @ K.T / 3**0.5 + torch.randn(12, 1, dtype=torch.float64), dim=-1)
+    assert float(keys.logit_rank_distance(B, 3)) < 1e-12
+
+
+def test_every_positive_matrix_is_producible_when_d_k_reaches_n_minus_1():
+    g = torch.Generator().manual_seed(1)
+    A = torch.rand(7, 7, generator=g, dtype=torch.float64) + 0.01
+    A = A / A.sum(-1, keepdim=True)
+    assert float(keys.logit_rank_distance(A, 6)) < 1e-12  # the centred log has rank <= n - 1
+    assert float(keys.logit_rank_distance(A, 3)) > 0.01
+    assert 0 <= float(keys.logit_rank_distance(A, 1)) <= 1
+
+
+def test_a_zero_weight_is_out_of_reach():
+    A = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [1 / 3, 1 / 3, 1 / 3]], dtype=torch.float64)
+    assert keys.logit_rank_distance(A, 3).isinf()
+    batch = torch.stack([A, torch.full((3, 3), 1 / 3, dtype=torch.float64)])
+    distances = keys.logit_rank_distance(batch, 1)
+    assert distances[0].isinf() and float(distances[1]) == 0.0
+    with pytest.raises(ValueError, match="zero or negative"):
+        keys.centred_log(A)
+
+
+def test_output_basis_spans_t_and_ones_without_ones():
+    _, _, T = _random_qk(10, 3, 6, seed=2)
+    U = keys.output_basis(T)
+    assert U.shape == (10, 3)
+    assert torch.allclose(U.T @ U, torch.eye(3, dtype=torch.float64), atol=1e-12)
+    assert float((U.sum(0)).abs().max()) < 1e-12  # orthogonal to 1
+    # (A' - A) U = 0 and equal row sums  <=>  (A' - A) T = 0
+    D = helpers.null_direction(T, generator=torch.Generator().manual_seed(0))
+    assert float((D @ U).abs().max()) < 1e-12
+
+
+def test_dimension_count_matches_the_jacobian_ranks():
+    for n, d_k, seed in ((9, 2, 0), (11, 3, 1), (6, 8, 2)):
+        Q, K, T = _random_qk(n, d_k, 12, seed=seed)
+        r = keys.output_basis(T).shape[1]
+        assert keys.producible_dimension(Q, K, T) == keys.dimension_count(n, d_k, r)
+    # d_k >= n - 1: the whole simplex-constrained null space of chapter 3, n dim LN([T, 1])
+    Q, K, T = _random_qk(6, 8, 12, seed=2)
+    assert keys.dimension_count(6, 8, keys.output_basis(T).shape[1]) == 6 * helpers.simplex_null_space(T).shape[1]
+    assert keys.dimension_count(5, 4, 4) == 0  # n <= d_k + 1 = r + 1: nothing moves
+
+
+def test_same_keys_leave_no_freedom_when_the_output_pins_the_query():
+    Q, K, T = _random_qk(10, 3, 6, seed=3)
+    assert (keys.same_keys_freedom(Q, K, T) == 0).all()
+    # an output space of dimension 1 < d_k leaves d_k - 1 free query directions per row
+    T1 = torch.randn(10, 1, dtype=torch.float64) @ torch.randn(1, 6, dtype=torch.float64)
+    assert (keys.same_keys_freedom(Q, K, T1) == 2).all()
+
+
+def test_search_finds_a_producible_alternative_with_the_same_output(one_thread):
+    Q, K, T = _random_qk(16, 3, 8, seed=4, scale=1.0)
+    A = helpers.attention_from_qk(Q, K)
+    family = helpers.alternative_family(A, T, fractions=[0.5], generator=torch.Generator().manual_seed(0))
+    assert float(keys.logit_rank_distance(family.attentions[0], 3)) > 1e-3  # the null-space move leaves the set
+    found = keys.producible_alternative(Q, K, T, family.attentions[0], steps=30)
+    assert found.output_error < 1e-8
+    assert found.rank_distance < 1e-10
+    assert found.movement > 1e-3 and found.toward_target > 0.05
+    validity = helpers.validity(found.attention[None], A, T)
+    assert validity["min_entry"] > 0 and validity["row_sum_error"] < 1e-12
+    again = keys.producible_alternative(Q, K, T, family.attentions[0], steps=30)
+    assert torch.equal(again.attention, found.attention)  # deterministic
+
+
+def test_real_head_is_at_distance_zero(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, "Rivers carry sand from the mountains and drop it where the current weakens.")
+    internals = helpers.capture(tiny_model, encoding)
+    d_k = internals.Q.shape[-1]
+    A = helpers.attention_from_qk(internals.Q.double(), internals.K.double())
+    assert float(keys.logit_rank_distance(A, d_k).max()) < 1e-10
+    assert float(keys.logit_rank_distance(internals.A, d_k).max()) < 1e-5  # float32 softmax
+
+
+def test_bad_inputs():
+    Q, K, T = _random_qk(6, 2, 4, seed=5)
+    with pytest.raises(ValueError, match="d_k"):
+        keys.logit_rank_distance(torch.full((3, 3), 1 / 3), 0)
+    with pytest.raises(ValueError, match="n, n"):
+        keys.logit_rank_distance(torch.ones(3, 4), 2)
+    with pytest.raises(ValueError, match="NaN"):
+        keys.logit_rank_distance(torch.full((2, 2), float("nan")), 1)
+    with pytest.raises(ValueError, match="Q and K"):
+        keys.same_keys_freedom(Q, K[:, :1], T)
+    with pytest.raises(ValueError, match="rows"):
+        keys.same_keys_freedom(Q, K, T[:3])
+    with pytest.raises(ValueError, match="target"):
+        keys.producible_alternative(Q, K, T, torch.ones(5, 5))
+    with pytest.raises(ValueError, match="steps"):
+        keys.producible_alternative(Q, K, T, torch.full((6, 6), 1 / 6), steps=-1)
+    with pytest.raises(ValueError, match="max_entries"):
+        keys.producible_dimension(Q, K, T, max_entries=10)
+    with pytest.raises(ValueError, match="non-negative"):
+        keys.dimension_count(-1, 2, 2)

@@ -1,0 +1,50 @@
+"""Static checks of the chapters: the Colab install, the model from the environment, claims, no typed sizes."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+# Sizes of the default model (d_v = 32, d = 384) and of BERT-Base (d_v = 64, d = 768): read them from
+# helpers.describe(model) or helpers.paper, never type them.
+MODEL_SIZES = re.compile(r"(?<![\w.])(32|64|384|768)(?![\w.])")
+GLUE_ROLE = re.compile(r"\{glue:[a-z]+\}`[^`]*`")
+
+
+def _cells(notebook: Path, kind: str) -> list:
+    return [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == kind]
+
+
+def _repository_url() -> str:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_first_cell_installs_from_the_configured_repository(notebook):
+    first = _cells(notebook, "code")[0]
+    urls = re.findall(r"git\+(https?://[^\"'\s]+)", first.source)
+    assert urls == [_repository_url()], f"{notebook.name}: the Colab install must use _config.yml's repository.url"
+    assert 'os.environ.get("BOOK_MODEL")' in first.source, f"{notebook.name}: MODEL must come from BOOK_MODEL"
+    assert "hide-input" in first.metadata.get("tags", []), f"{notebook.name}: collapse the install cell in HTML"
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_ends_with_its_claims(notebook):
+    code = _cells(notebook, "code")
+    assert code[-1].source.strip().endswith("claims.enforce()"), f"{notebook.name}: the last cell enforces the claims"
+    assert f'Claims("{notebook.stem}"' in "".join(c.source for c in code), "the scoreboard is named after the file"
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_no_typed_model_sizes(notebook):
+    typed = []
+    for cell in _cells(notebook, "code") + _cells(notebook, "markdown"):
+        text = GLUE_ROLE.sub("", cell.source)
+        text = re.sub(r"#.*", "", text) if cell.cell_type == "code" else text
+        typed += [m.group(0) for m in MODEL_SIZES.finditer(text)]
+    assert not typed, f"{notebook.name}: model sizes typed in the text or code: {typed}; read them from helpers.describe"

@@ -1,0 +1,64 @@
+"""Every chapter runs top to bottom on a second model of another shape.
+
+The book promises that a reader who points ``BOOK_MODEL`` at another BERT gets
+a book whose cells still run and whose prose is still computed. This test
+executes each chapter on a randomly initialised BERT with 4 layers, 4 heads
+and d = 256 (so d_v = 64, as in BERT-Base), saved to a temporary folder with
+the bundled tokenizer, in report mode: claims may fail on random weights (that
+is only reported), but no cell may raise.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+import helpers
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+SECOND_SHAPE = dict(num_hidden_layers=4, num_attention_heads=4, hidden_size=256, intermediate_size=512)
+
+
+def save_random_bert(folder: Path, seed: int = 1, **shape) -> Path:
+    """A randomly initialised BertModel of the given shape, saved with the bundled tokenizer."""
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=30522, max_position_embeddings=512, **{**SECOND_SHAPE, **shape})
+    BertModel(config, add_pooling_layer=False).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def second_model(tmp_path_factory) -> Path:
+    return save_random_bert(tmp_path_factory.mktemp("second-bert"))
+
+
+def test_the_second_model_has_another_shape(second_model):
+    model, _ = helpers.load_model(str(second_model))
+    second, default = helpers.describe(model), helpers.describe(helpers.load_model()[0])
+    assert (second.layers, second.heads, second.d, second.d_v) == (4, 4, 256, 64)
+    assert (second.layers, second.d_v) != (default.layers, default.d_v)
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_runs_on_the_second_model(notebook, second_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("BOOK_MODEL", str(second_model))
+    monkeypatch.setenv("BOOK_CLAIMS", "report")
+    monkeypatch.setenv("BOOK_CLAIMS_DIR", str(tmp_path / "claims"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}})
+    try:
+        client.execute()
+    except CellExecutionError as err:  # the message holds the cell and its traceback
+        pytest.fail(f"{notebook.name} failed on the second model ({second_model.name}):\n{err}")
+    records = helpers.claims.load_records(tmp_path / "claims")
+    assert [r["chapter"] for r in records] == [notebook.stem], "the chapter must end with claims.enforce()"
+    assert records[0]["mode"] == "report" and records[0]["claims"], "report mode, at least one claim"

@@ -1,0 +1,76 @@
+"""Drivers over a corpus (helpers.sweeps): rank_sweep, effective_attention_sweep, attribute_examples."""
+import numpy as np
+import pytest
+
+import helpers
+from helpers.sweeps import effective_attention_sweep
+from helpers.tokens import summarise_token_classes
+
+from .conftest import LONG_TEXT, SENTENCE
+
+D_V = 8  # head size of the tiny model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_sweep_on_the_real_model(real_model):
+    model, tokenizer = real_model
+    examples = [
+        helpers.Example("short", SENTENCE, None, None, "test"),
+        helpers.Example("long", LONG_TEXT, SENTENCE, None, "test"),
+    ]
+    table = effective_attention_sweep(model, tokenizer, examples, progress=False)
+    L, h = model.config.num_hidden_layers, model.config.num_attention_heads
+    assert len(table) == 2 * L * h
+    assert set(table.layer) == set(range(1, L + 1))
+    short, long = table[table.id == "short"], table[table.id == "long"]
+    assert (short.null_dim == 0).all() and np.allclose(short.correlation, 1.0, rtol=0, atol=1e-12)
+    assert (long.null_dim == long.n - 32).all() and (long.correlation < 1).all()
+    classes = ["[CLS]", "[SEP]", "punctuation", "other"]
+    assert np.allclose(table[[f"raw_{c}" for c in classes]].sum(axis=1), 1.0)
+    summary = summarise_token_classes(table)
+    assert len(summary) == 3 * L
+    assert np.allclose(summary.removed, 1 - summary.effective / summary.raw)
+    with pytest.raises(ValueError, match="No columns"):
+        summarise_token_classes(table, classes=("[MASK]",))
+    with pytest.raises(ValueError, match="No examples"):
+        effective_attention_sweep(model, tokenizer, [], progress=False)
+
+
+def test_rank_sweep_on_tiny_model_follows_min_of_length_and_d_v(tiny_model, tokenizer):
+    encodings = [helpers.encode(tokenizer, LONG_TEXT, model=tiny_model), helpers.encode(tokenizer, SENTENCE, model=tiny_model)]
+    lengths = [4, 8, 9, 12, 16, 40]
+    frame = helpers.rank_sweep(tiny_model, encodings, lengths, matrices=("V", "T", "V1"), progress=False)
+    short = encodings[1]["input_ids"].shape[1]
+    jobs = len(lengths) + len([x for x in lengths if x <= short])
+    assert len(frame) == 2 * 4 * jobs  # layers * heads * (text, length) pairs
+    assert (frame["rank_V"] == np.minimum(frame["n"], D_V)).all()
+    assert (frame["rank_T"] == frame["rank_V"]).all()
+    assert (frame["rank_V1"] == np.minimum(frame["n"], D_V + 1)).all()
+    assert (frame["null_dim_T"] == frame["n"] - frame["rank_T"]).all()
+    assert (frame["null_dim_T"] >= frame["n"] - D_V).all()
+
+
+def test_rank_sweep_per_text_covers_every_length_at_a_fraction_of_the_cost(tiny_model, tokenizer):
+    encodings = [helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
+    lengths = [4, 6, 8, 10, 12, 16, 20, 24, 32]
+    frame = helpers.rank_sweep(tiny_model, encodings, lengths, per_text=3, progress=False)
+    jobs = frame[["text", "n"]].drop_duplicates()
+    assert (jobs.groupby("text").size() == 3).all()
+    assert set(jobs["n"]) == set(lengths)
+    with pytest.raises(ValueError, match="per_text"):
+        helpers.rank_sweep(tiny_model, encodings, lengths, per_text=0, progress=False)
+
+
+def test_rank_sweep_bad_input(tiny_model, tokenizer):
+    encoding = helpers.encode(tokenizer, SENTENCE)
+    with pytest.raises(ValueError, match="empty"):
+        helpers.rank_sweep(tiny_model, [], [8], progress=False)
+    with pytest.raises(ValueError, match="matrices"):
+        helpers.rank_sweep(tiny_model, [encoding], [8], matrices=("W",), progress=False)
+    with pytest.raises(ValueError, match="matrices"):
+        helpers.rank_sweep(tiny_model, [encoding], [8], matrices="V", progress=False)
+    with pytest.raises(ValueError, match="long"):
+        helpers.rank_sweep(tiny_model, [encoding], [500], progress=False)
+    with pytest.raises(ValueError, match=">= 2"):
+        helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
