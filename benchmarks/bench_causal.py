@@ -1,6 +1,6 @@
 """Causal effective attention: the nested-prefix Gram route against one SVD per prefix.
 
-Random causal heads shaped like the bundled decoder's (head size 64, 3 key/value heads
+Random causal heads (float64, so the difference shows the routes, not float32 rounding) shaped like the bundled decoder's (head size 64, 3 key/value heads
 shared by 9 query heads), at several sequence lengths:
 
 * svd:  for every row i, a batched reduced SVD of the prefix V[:i+1] (n SVDs of up to n x d_v)
@@ -33,10 +33,10 @@ def best_time(function, repeats: int) -> float:
 
 def causal_heads(n: int, kv_heads: int = 3, groups: int = 3, d_v: int = 64, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(kv_heads * groups, n, n, generator=g)
+    logits = torch.randn(kv_heads * groups, n, n, generator=g, dtype=torch.float64)
     logits = logits.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
-    V = torch.randn(kv_heads, n, d_v, generator=g).repeat_interleave(groups, dim=0)
-    H = torch.randn(kv_heads * groups, d_v, 9 * d_v, generator=g)
+    V = torch.randn(kv_heads, n, d_v, generator=g, dtype=torch.float64).repeat_interleave(groups, dim=0)
+    H = torch.randn(kv_heads * groups, d_v, 9 * d_v, generator=g, dtype=torch.float64)
     return torch.softmax(logits, dim=-1), V, H, groups
 
 
