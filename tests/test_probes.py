@@ -70,7 +70,7 @@ def test_independent_hidden_tokens_are_at_chance(split, kind, loss):
 
 def test_neighbour_is_recovered_at_its_offset_only(split):
     train, test = split
-    table = probes.neighbour_rates(train, test, offsets=[-1, 0, 1], layers=[SHIFTED], kind="linear", loss="l2", progress=False)
+    table = probes.neighbour_rates(train, test, offsets=[-1, 0, 1], hidden_states=[SHIFTED], kind="linear", loss="l2", progress=False)
     by_offset = dict(zip(table["offset"], table["rate"]))
     assert by_offset[1] == 1.0
     assert by_offset[0] < 0.4 and by_offset[-1] < 0.4
@@ -79,7 +79,7 @@ def test_neighbour_is_recovered_at_its_offset_only(split):
 def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
     train, test = split
     offsets = [-2, 1]
-    table = probes.neighbour_rates(train, test, offsets=offsets, layers=[NOISY], kind="linear", loss="l2", progress=False)
+    table = probes.neighbour_rates(train, test, offsets=offsets, hidden_states=[NOISY], kind="linear", loss="l2", progress=False)
     rows, targets = probes._interior(train, offsets)
     test_rows, test_targets = probes._interior(test, offsets)
     for k, got in zip(offsets, table["rate"]):
@@ -87,7 +87,7 @@ def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
         nearest = probes.nearest_in_sentence(fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2")
         assert got == (nearest == test_targets[k]).float().mean().item()
     # the general path (one fit per offset) finds the shifted neighbour too
-    cosine = probes.neighbour_rates(train, test, offsets=[0, 1], layers=[SHIFTED], kind="linear", loss="cosine", progress=False)
+    cosine = probes.neighbour_rates(train, test, offsets=[0, 1], hidden_states=[SHIFTED], kind="linear", loss="cosine", progress=False)
     assert cosine["rate"].tolist()[1] == 1.0 and cosine["rate"].tolist()[0] < 0.4
     with pytest.raises(ValueError, match="too short"):
         probes.neighbour_rates(train, test, offsets=[-30, 30], progress=False)
@@ -266,12 +266,12 @@ def test_bad_splits_and_leaks():
 def test_probe_layers_table_maps_and_generalisation(split):
     train, test = split
     combos = [("naive", "cosine"), ("linear", "l2")]
-    result = probes.probe_layers(train, test, combos, layers=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
+    result = probes.probe_layers(train, test, combos, hidden_states=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
     assert list(result.table.columns) == ["map", "loss", "hidden_state", "test", "train"]
     assert (result.table.query("hidden_state == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
     assert len(result.table) == 6 and set(result.maps) == set(combos)
-    assert [m.layer for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
-    matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, layers=[IDENTITY, ROTATION, INDEPENDENT])
+    assert [m.hidden_state for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
+    matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, hidden_states=[IDENTITY, ROTATION, INDEPENDENT])
     rates = result.table.query("map == 'linear'")["test"].to_numpy()
     assert torch.allclose(matrix.diagonal().double(), torch.tensor(rates))  # the diagonal is the per-layer rate
     assert matrix[0, 1] < 0.4  # a map for the identity layer does not undo the rotation
@@ -280,14 +280,29 @@ def test_probe_layers_table_maps_and_generalisation(split):
     with pytest.raises(ValueError, match="offset 0"):
         probes.generalisation_matrix([probes.fit_token_map(train, SHIFTED, "linear", "l2", offset=1)], test)
     with pytest.raises(ValueError, match="out of range"):
-        probes.probe_layers(train, test, combos, layers=[9], progress=False)
+        probes.probe_layers(train, test, combos, hidden_states=[9], progress=False)
     with pytest.raises(ValueError, match="map kind"):
         probes.probe_layers(train, test, [("cubic", "l2")], progress=False)
 
 
+def test_hidden_state_is_the_index_0_to_L_and_bad_values_are_refused(split):
+    train, test = split
+    last = train.hidden.shape[0] - 1  # hidden states 0..L
+    assert probes.fit_token_map(train, -1, "linear", "l2").hidden_state == last
+    fitted = probes.fit_token_map(train, ROTATION, "linear", "l2")
+    assert fitted.hidden_state == ROTATION
+    assert probes.evaluate_map(fitted, test) == probes.evaluate_map(fitted, test, hidden_state=ROTATION)
+    with pytest.raises(ValueError, match="hidden states 0..|embedding output"):
+        probes.fit_token_map(train, last + 1)
+    with pytest.raises(TypeError, match="hidden_state must be an integer"):
+        probes.fit_token_map(train, 1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        probes.neighbour_rates(train, test, offsets=[0], hidden_states=[last + 1], progress=False)
+
+
 def test_fraction_curve_uses_nested_growing_subsets(split):
     train, test = split
-    table = probes.fraction_curve(train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", layer=ROTATION, progress=False)
+    table = probes.fraction_curve(train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", hidden_state=ROTATION, progress=False)
     assert table["sentences"].tolist() == [round(0.5 * len(train.sentence_ids) + 0.49), len(train.sentence_ids)]
     assert (table["rate"] == 1.0).all()
     with pytest.raises(ValueError, match="fractions"):
@@ -299,7 +314,7 @@ def test_fraction_curve_uses_nested_growing_subsets(split):
 
 def test_plots_draw_and_reject_bad_tables(split):
     train, test = split
-    result = probes.probe_layers(train, test, [("naive", "l2"), ("linear", "cosine")], layers=[0, 1], progress=False)
+    result = probes.probe_layers(train, test, [("naive", "l2"), ("linear", "cosine")], hidden_states=[0, 1], progress=False)
     ax = helpers.plots.plot_layer_rates(result.table, chance=0.1)
     assert len(ax.lines) == 3
     helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0, 1], test_layers=[0, 1])

@@ -20,6 +20,7 @@ __all__ = [
     "PAPER_D",
     "PAPER_D_V",
     "BERT_BASE",
+    "EFFECTIVE_ATTENTION",
     "TOKEN_IDENTIFIABILITY",
     "HTA",
     "CONTEXT_MIXING",
@@ -33,6 +34,14 @@ PAPER_HEADS = 12
 PAPER_D = 768
 PAPER_D_V = 64  # attention is not identifiable above d_v = 64 tokens
 BERT_BASE = Architecture(PAPER_MODEL_NAME, PAPER_LAYERS, PAPER_HEADS, PAPER_D, PAPER_D_V, 512, 30522)
+
+# --------------------------------------------------------------------------- section 3.4 (effective attention)
+EFFECTIVE_ATTENTION = {
+    # raw vs effective attention: Pearson correlation exactly 1 up to n = d_v tokens, falling beyond
+    "correlation_one_up_to_tokens": PAPER_D_V,
+    # the special token that receives most raw attention in BERT-Base; most of it lies in the null space
+    "sink_token": "[SEP]",
+}
 
 # --------------------------------------------------------------------------- section 4
 TOKEN_IDENTIFIABILITY = {

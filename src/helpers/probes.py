@@ -1,6 +1,6 @@
 """Token identifiability: maps from hidden tokens back to input tokens (paper section 4).
 
-A map ``g`` sends the hidden token ``e_i^l`` of layer ``l`` to input space;
+A map ``g`` sends the hidden token ``e_i^l`` of hidden state ``l`` (0..L, 0 = the embedding output) to input space;
 token i is *identified* when, among the input tokens ``x_j`` of its own
 sequence, the nearest to ``g(e_i^l)`` is ``x_i``. The identifiability rate is
 the fraction of tokens identified. Three maps, two losses, the distance of
@@ -54,10 +54,16 @@ def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
         raise ValueError("No tokens to fit a map on: the training set is empty.")
 
 
-def _check_layer(tokens: HiddenTokens, layer: int) -> int:
-    if not -tokens.hidden.shape[0] <= layer < tokens.hidden.shape[0]:
-        raise ValueError(f"layer {layer} is out of range: the tokens hold layers 0..{tokens.layers}.")
-    return layer % tokens.hidden.shape[0]
+def _check_hidden_state(tokens: HiddenTokens, hidden_state: int) -> int:
+    """The tensor index of ``hidden_state`` (0..L; negative counts from the end, -1 = L)."""
+    if isinstance(hidden_state, bool) or not isinstance(hidden_state, int):
+        raise TypeError(f"hidden_state must be an integer, got {type(hidden_state).__name__} {hidden_state!r}.")
+    if not -tokens.hidden.shape[0] <= hidden_state < tokens.hidden.shape[0]:
+        raise ValueError(
+            f"hidden_state {hidden_state} is out of range: the tokens hold hidden states 0..{tokens.layers} "
+            "(0 = the embedding output)."
+        )
+    return hidden_state % tokens.hidden.shape[0]
 
 
 # --------------------------------------------------------------------------- maps
@@ -88,7 +94,7 @@ class TokenMap:
     kind: str
     loss: str
     module: nn.Module
-    layer: int | None = None  # the layer it was trained on
+    hidden_state: int | None = None  # the hidden state (0..L) it was trained on
     offset: int = 0  # trained to recover x_{i + offset} from e_i
 
     @property
@@ -368,28 +374,30 @@ def _check_disjoint(train: HiddenTokens, test: HiddenTokens) -> None:
         )
 
 
-def fit_token_map(tokens: HiddenTokens, layer: int, kind: str = "linear", loss: str = "cosine", offset: int = 0, **options) -> TokenMap:
-    """Fit a map from layer ``layer``'s hidden tokens to the input tokens ``offset`` places on.
+def fit_token_map(
+    tokens: HiddenTokens, hidden_state: int, kind: str = "linear", loss: str = "cosine", offset: int = 0, **options
+) -> TokenMap:
+    """Fit a map from hidden state ``hidden_state``'s tokens (0..L) to the input tokens ``offset`` places on.
 
     ``options`` go to ``fit_map`` (seed, width, epochs ...).
     """
-    layer = _check_layer(tokens, layer)
+    hidden_state = _check_hidden_state(tokens, hidden_state)
     if offset == 0:
         sources = targets = torch.arange(len(tokens))
     else:
         sources, targets = neighbour_rows(tokens.sentence, tokens.position, offset)
-    fitted = fit_map(tokens.hidden[layer, sources], tokens.x[targets], kind, loss, **options)
-    fitted.layer, fitted.offset = layer, offset
+    fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, **options)
+    fitted.hidden_state, fitted.offset = hidden_state, offset
     return fitted
 
 
-def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, layer: int | None = None) -> float:
-    """Identifiability rate of ``token_map`` on ``tokens`` at ``layer`` (default: the layer it was trained on)."""
-    layer = token_map.layer if layer is None else layer
-    if layer is None:
-        raise ValueError("The map has no training layer; say which layer to evaluate.")
-    layer = _check_layer(tokens, layer)
-    predicted = token_map(tokens.hidden[layer])
+def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | None = None) -> float:
+    """Identifiability rate of ``token_map`` on ``tokens`` at ``hidden_state`` (default: the one it was trained on)."""
+    hidden_state = token_map.hidden_state if hidden_state is None else hidden_state
+    if hidden_state is None:
+        raise ValueError("The map has no training hidden state; say which hidden_state to evaluate.")
+    hidden_state = _check_hidden_state(tokens, hidden_state)
+    predicted = token_map(tokens.hidden[hidden_state])
     return identifiability_rate(predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset)
 
 
@@ -400,19 +408,21 @@ def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, layer: int | None = 
 class LayerProbes:
     """Per-layer identifiability for several (map, loss) combinations.
 
-    ``table``: one row per (map, loss, layer) with the test rate (and the
+    ``table``: one row per (map, loss, hidden_state) with the test rate (and the
     training-set rate, column ``train``, when asked for).
-    ``maps[(kind, loss)]``: the fitted maps, one per layer, in layer order.
+    ``maps[(kind, loss)]``: the fitted maps, one per hidden state, in order.
     """
 
     table: pd.DataFrame
     maps: dict[tuple[str, str], list[TokenMap]] = field(default_factory=dict)
 
 
-def _layers(tokens: HiddenTokens, layers: Iterable[int] | None) -> list[int]:
-    chosen = list(range(tokens.hidden.shape[0])) if layers is None else [_check_layer(tokens, l) for l in layers]
+def _hidden_states(tokens: HiddenTokens, hidden_states: Iterable[int] | None) -> list[int]:
+    if hidden_states is None:
+        return list(range(tokens.hidden.shape[0]))
+    chosen = [_check_hidden_state(tokens, s) for s in hidden_states]
     if not chosen:
-        raise ValueError("No layers given.")
+        raise ValueError("No hidden states given.")
     return chosen
 
 
@@ -420,49 +430,51 @@ def probe_layers(
     train: HiddenTokens,
     test: HiddenTokens,
     combinations: Sequence[tuple[str, str]] = COMBINATIONS,
-    layers: Iterable[int] | None = None,
+    hidden_states: Iterable[int] | None = None,
     train_rates: bool = False,
     progress: bool = True,
     **options,
 ) -> LayerProbes:
-    """Fit every (map, loss) combination at every layer on ``train``; rate it on ``test``.
+    """Fit every (map, loss) combination at every hidden state on ``train``; rate it on ``test``.
 
-    Layers default to 0..L (0 = the embedding LayerNorm output). With
+    Hidden states default to 0..L (0 = the embedding LayerNorm output). With
     ``train_rates`` the table also gets the rate on the training set (to
     see overfitting). ``options`` go to ``fit_map``.
     """
     from tqdm.auto import tqdm
 
     _check_disjoint(train, test)
-    chosen = _layers(train, layers)
+    chosen = _hidden_states(train, hidden_states)
     for kind, loss in combinations:
         _check_choice(kind, MAP_KINDS, "map kind")
         _check_choice(loss, LOSSES, "loss")
     rows, maps = [], {}
-    jobs = [(kind, loss, layer) for kind, loss in combinations for layer in chosen]
-    for kind, loss, layer in tqdm(jobs, desc="probes", disable=not progress):
-        fitted = fit_token_map(train, layer, kind, loss, **options)
+    jobs = [(kind, loss, state) for kind, loss in combinations for state in chosen]
+    for kind, loss, state in tqdm(jobs, desc="probes", disable=not progress):
+        fitted = fit_token_map(train, state, kind, loss, **options)
         maps.setdefault((kind, loss), []).append(fitted)
-        row = {"map": kind, "loss": loss, "hidden_state": layer, "test": evaluate_map(fitted, test)}
+        row = {"map": kind, "loss": loss, "hidden_state": state, "test": evaluate_map(fitted, test)}
         if train_rates:
             row["train"] = evaluate_map(fitted, train)
         rows.append(row)
     return LayerProbes(pd.DataFrame(rows), maps)
 
 
-def generalisation_matrix(maps: Sequence[TokenMap], test: HiddenTokens, layers: Iterable[int] | None = None) -> torch.Tensor:
-    """Rate of each map (trained on its own layer) applied to every test layer.
+def generalisation_matrix(
+    maps: Sequence[TokenMap], test: HiddenTokens, hidden_states: Iterable[int] | None = None
+) -> torch.Tensor:
+    """Rate of each map (trained on its own hidden state) applied to every test hidden state.
 
-    Returns (len(maps), len(layers)): entry (i, j) is the test rate of
-    ``maps[i]`` on the hidden tokens of ``layers[j]`` (default 0..L).
+    Returns (len(maps), len(hidden_states)): entry (i, j) is the test rate of
+    ``maps[i]`` on the hidden tokens of ``hidden_states[j]`` (default 0..L).
     """
     if len(maps) == 0:
         raise ValueError("No maps given: pass the maps of probe_layers, e.g. probes.maps[('linear', 'cosine')].")
     if any(m.offset != 0 for m in maps):
         raise ValueError("generalisation_matrix takes maps to the token itself (offset 0), not neighbour maps.")
-    chosen = _layers(test, layers)
+    chosen = _hidden_states(test, hidden_states)
     N, d = test.hidden.shape[1:]
-    queries_sentence = test.sentence.repeat(len(chosen))  # all layers in one search: (len(chosen) * N,)
+    queries_sentence = test.sentence.repeat(len(chosen))  # all hidden states in one search: (len(chosen) * N,)
     own = torch.arange(N)
     out = torch.empty(len(maps), len(chosen))
     for i, token_map in enumerate(maps):
@@ -478,13 +490,14 @@ def fraction_curve(
     fractions: Sequence[float] = (0.5, 0.8, 0.9, 1.0),
     kinds: Sequence[str] = ("linear", "mlp"),
     loss: str = "cosine",
-    layer: int = -1,
+    hidden_state: int = -1,
     seed: int = 0,
     progress: bool = True,
     **options,
 ) -> pd.DataFrame:
-    """Test rate against the fraction of training sequences used (nested subsets).
+    """Test rate at ``hidden_state`` (default -1: the last, L) against the fraction of training sequences used.
 
+    The subsets are nested.
     Returns a table with columns map, fraction, sentences, tokens, rate.
     """
     from tqdm.auto import tqdm
@@ -498,7 +511,7 @@ def fraction_curve(
     jobs = [(kind, f) for kind in kinds for f in fractions]
     for kind, f in tqdm(jobs, desc="training fractions", disable=not progress):
         subset = train.select(permuted[: max(1, math.ceil(f * len(ids)))].sort().values)
-        fitted = fit_token_map(subset, layer, kind, loss, seed=seed, **options)
+        fitted = fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options)
         rows.append({"map": kind, "fraction": f, "sentences": len(subset.sentence_ids), "tokens": len(subset),
                      "rate": evaluate_map(fitted, test)})
     return pd.DataFrame(rows)
@@ -527,20 +540,20 @@ def neighbour_rates(
     train: HiddenTokens,
     test: HiddenTokens,
     offsets: Iterable[int] = range(-3, 4),
-    layers: Iterable[int] | None = None,
+    hidden_states: Iterable[int] | None = None,
     kind: str = "linear",
     loss: str = "l2",
     progress: bool = True,
     **options,
 ) -> pd.DataFrame:
-    """Test rate of recovering x_{i+k} from e_i^l, one map per (layer, k).
+    """Test rate of recovering x_{i+k} from e_i^l, one map per (hidden state l, k).
 
     Only tokens that have a neighbour at *every* offset take part (in
     training and testing), so each offset is scored on the same tokens. For
     linear + L2 the maps of all offsets come from one least-squares solve
-    per layer (its columns decouple, so this is exact and cheap).
+    per hidden state (its columns decouple, so this is exact and cheap).
 
-    Returns a table with columns layer, offset, rate.
+    Returns a table with columns hidden_state, offset, rate.
     """
     from tqdm.auto import tqdm
 
@@ -550,13 +563,13 @@ def neighbour_rates(
     offsets = list(offsets)
     if not offsets:
         raise ValueError("No offsets given.")
-    chosen = _layers(train, layers)
+    chosen = _hidden_states(train, hidden_states)
     train_rows, train_targets = _interior(train, offsets)
     test_rows, test_targets = _interior(test, offsets)
     d_in = train.x.shape[1]
     rows = []
-    for layer in tqdm(chosen, desc="neighbours", disable=not progress):
-        hidden = train.hidden[layer, train_rows]
+    for state in tqdm(chosen, desc="neighbours", disable=not progress):
+        hidden = train.hidden[state, train_rows]
         if kind == "linear" and loss == "l2":
             joint = fit_map(hidden, torch.cat([train.x[train_targets[k]] for k in offsets], dim=1), kind, loss, **options)
             maps = [joint.module.weight[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
@@ -565,10 +578,10 @@ def neighbour_rates(
         else:
             fitted = [fit_map(hidden, train.x[train_targets[k]], kind, loss, **options) for k in offsets]
             predict = lambda i, e: fitted[i](e)
-        with torch.no_grad():  # one nearest-token search for all offsets of this layer
-            predicted = torch.cat([predict(i, test.hidden[layer, test_rows]) for i in range(len(offsets))])
+        with torch.no_grad():  # one nearest-token search for all offsets of this hidden state
+            predicted = torch.cat([predict(i, test.hidden[state, test_rows]) for i in range(len(offsets))])
             query_sentence = test.sentence[test_rows].repeat(len(offsets))
             nearest = nearest_in_sentence(predicted, query_sentence, test.x, test.sentence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
-        rows += [{"hidden_state": layer, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)]
+        rows += [{"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)]
     return pd.DataFrame(rows)
