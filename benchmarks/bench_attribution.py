@@ -113,7 +113,9 @@ def main() -> None:
     basis[:, 1] = torch.eye(d)
     generic_push = vmap(lambda t: jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs),
                                       (x,), (t,))[1])
-    ours_push = lambda: drain(jacobians.push_tangents(lin, torch.ones(d, dtype=torch.long), torch.eye(d)))
+    def ours_push():
+        return drain(jacobians.push_tangents(lin, torch.ones(d, dtype=torch.long), torch.eye(d)))
+
     with torch.no_grad():
         t_ours_token, t_generic_token = math.inf, math.inf
         for _ in range(2):  # interleaved, so both see the same load

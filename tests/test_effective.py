@@ -57,7 +57,7 @@ def test_inputs_are_left_untouched():
     effective_attention(A, T)
     effective_attention(A, V=V, H=H)
     pearson(A, 2 * A)
-    for x, copy in zip((A, V, H, T), copies):
+    for x, copy in zip((A, V, H, T), copies, strict=True):
         assert torch.equal(x, copy)
 
 

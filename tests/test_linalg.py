@@ -83,7 +83,7 @@ def test_pearson_matches_numpy():
     g = torch.Generator().manual_seed(6)
     X, Y = torch.randn(3, 5, 7, generator=g), torch.randn(3, 5, 7, generator=g)
     r = pearson(X, Y + X)
-    expected = [np.corrcoef(x.ravel(), (y + x).ravel())[0, 1] for x, y in zip(X.numpy(), Y.numpy())]
+    expected = [np.corrcoef(x.ravel(), (y + x).ravel())[0, 1] for x, y in zip(X.numpy(), Y.numpy(), strict=True)]
     assert np.allclose(r.numpy(), expected, atol=1e-6)
     assert torch.allclose(pearson(X, 3 * X + 1), torch.ones(3, dtype=torch.float64))
     with pytest.raises(ValueError, match="same shape"):

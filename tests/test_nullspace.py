@@ -47,11 +47,11 @@ def test_principal_angles_of_one_subspace_in_two_bases_are_zero():
 
 
 def test_principal_angles_of_orthogonal_subspaces_are_right_angles():
-    I = torch.eye(6, dtype=torch.float64)
-    angles = helpers.principal_angles(I[:, :2], I[:, 2:5])
+    eye = torch.eye(6, dtype=torch.float64)
+    angles = helpers.principal_angles(eye[:, :2], eye[:, 2:5])
     assert angles.shape == (2,)
     assert torch.allclose(angles, torch.full((2,), math.pi / 2, dtype=torch.float64))
-    assert helpers.principal_angles(I[:, :0], I[:, :3]).shape == (0,)
+    assert helpers.principal_angles(eye[:, :0], eye[:, :3]).shape == (0,)
 
 
 def test_principal_angles_match_scipy():

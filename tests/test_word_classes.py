@@ -30,7 +30,7 @@ def test_list_is_closed_class_and_lower_case():
 def test_classes_of_a_sentence(tokenizer):
     encoding = helpers.encode(tokenizer, "The committee approved the budget throughout Tuesday, didn't it?")
     tokens = helpers.tokens_of(tokenizer, encoding)
-    classes = dict(zip(tokens, word_classes(tokens)))
+    classes = dict(zip(tokens, word_classes(tokens), strict=True))
     assert classes["[CLS]"] == classes["[SEP]"] == "special"
     assert classes["the"] == classes["it"] == "function"
     assert classes["committee"] == classes["budget"] == "content"

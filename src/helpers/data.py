@@ -49,7 +49,7 @@ def load_corpus(kind: str = "pairs") -> list[Example]:
         raise ValueError(f"Unknown corpus {kind!r}; choose one of {sorted(CORPORA)}.")
     text = resources.files("helpers").joinpath("corpus", CORPORA[kind]).read_text(encoding="utf-8")
     examples = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for line in text.splitlines():
         if not line.strip():
             continue
         row = json.loads(line)

@@ -170,8 +170,8 @@ def linearise(
         qkv = (E @ W_qkv + b_qkv).view(n, 3, heads, d_v).permute(1, 2, 0, 3)  # (3, h, n, d_v)
         Q, K, V = qkv[0], qkv[1], qkv[2]
         A = torch.softmax(Q @ K.transpose(-1, -2) * scaling, dim=-1)
-        O = (A @ V).transpose(0, 1).reshape(n, d)
-        Y, xhat_1, scale_1 = _layer_norm(O @ out.dense.weight.T + out.dense.bias + E, out.LayerNorm)
+        heads_out = (A @ V).transpose(0, 1).reshape(n, d)
+        Y, xhat_1, scale_1 = _layer_norm(heads_out @ out.dense.weight.T + out.dense.bias + E, out.LayerNorm)
         pre = layer.intermediate.dense(Y)
         act = layer.intermediate.intermediate_act_fn
         with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
@@ -451,9 +451,9 @@ def block_norms(
             u[torch.arange(len(index), device=device), direction] = 1.0
         else:
             u = directions[token, direction]
-        for l, dE in enumerate(push_tangents(lin, token, u, depth)):
-            # squares[l, j, i] += sum over this chunk's directions of token j of ||dE_i||^2
-            squares[l].index_add_(0, token, dE.pow(2).sum(-1).to(squares.dtype))
+        for layer, dE in enumerate(push_tangents(lin, token, u, depth)):
+            # squares[layer, j, i] += sum over this chunk's directions of token j of ||dE_i||^2
+            squares[layer].index_add_(0, token, dE.pow(2).sum(-1).to(squares.dtype))
     if samples is not None:
         squares *= d / k
     return squares.clamp_min_(0).sqrt_().transpose(1, 2).contiguous()

@@ -319,7 +319,8 @@ def attention_bounds(
         found: list[_Vertex] = []  # vertices of P_i found so far
         points = np.empty((0, n))
 
-        def solve(j: int, sign: float) -> np.ndarray:
+        def solve(j: int, sign: float, found=found, b=b, zero_point=zero_point) -> np.ndarray:
+            # the defaults bind this row's state; solve is only called within this iteration
             nonlocal points
             result = None
             if found:  # warm start from the vertex found so far that is best for this objective

@@ -94,14 +94,14 @@ def naive_block_norms(model: nn.Module, x: torch.Tensor, progress: bool = True) 
         hidden = encoder_hidden_states(model, x)  # (L, n, d)
     L, n, d = hidden.shape
     squares = torch.zeros(L, n, n, dtype=x.dtype, device=x.device)
-    units = [(l, i, a) for l in range(L) for i in range(n) for a in range(d)]
+    units = [(layer, i, a) for layer in range(L) for i in range(n) for a in range(d)]
     if progress:
         from tqdm.auto import tqdm
 
         units = tqdm(units, desc="output units", unit="unit", mininterval=1.0)
-    for l, i, a in units:
-        (row,) = torch.autograd.grad(hidden[l, i, a], x, retain_graph=True)  # (n, d) = d e_ia / d x
-        squares[l, i] += row.pow(2).sum(-1)
+    for layer, i, a in units:
+        (row,) = torch.autograd.grad(hidden[layer, i, a], x, retain_graph=True)  # (n, d) = d e_ia / d x
+        squares[layer, i] += row.pow(2).sum(-1)
     return squares.sqrt()
 
 
@@ -134,8 +134,8 @@ def functorch_block_norms(
         tangents[torch.arange(len(chunk), device=x.device), token, unit] = 1.0
         with torch.no_grad():
             out = push(tangents)  # (B, L, n, d)
-        for l in range(L):
-            squares[l].index_add_(1, token, out[:, l].pow(2).sum(-1).T)
+        for layer in range(L):
+            squares[layer].index_add_(1, token, out[:, layer].pow(2).sum(-1).T)
     return squares.sqrt()
 
 
@@ -154,7 +154,7 @@ def effective_attention_loop(A: torch.Tensor, T: torch.Tensor, rtol: float = DEF
     batch = A.shape[:-2]
     flat_A, flat_T = A.reshape(-1, *A.shape[-2:]), T.reshape(-1, *T.shape[-2:])
     nulls = []
-    for a, t in zip(flat_A, flat_T):
+    for a, t in zip(flat_A, flat_T, strict=True):
         U_n = left_null_space(t.double(), rtol)  # (n, n - rank)
         nulls.append(a.double() @ U_n @ U_n.T)
     null = torch.stack(nulls).reshape(*batch, *A.shape[-2:])

@@ -120,7 +120,7 @@ def self_contribution_by_class(
     if not layers or min(layers) < 1:
         raise ValueError(f"layers are numbered from 1 (layer l's output); got {layers}.")
     frames = []
-    for index, (c, labels) in enumerate(zip(contributions, classes)):
+    for index, (c, labels) in enumerate(zip(contributions, classes, strict=True)):
         if not isinstance(c, torch.Tensor) or c.dim() != 3 or c.shape[-1] != c.shape[-2]:
             raise ValueError(f"contributions[{index}] must be a (layers, n, n) tensor.")
         if c.shape[0] != len(layers):

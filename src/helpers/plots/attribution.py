@@ -29,8 +29,8 @@ def plot_contribution_maps(
         size = min(5.0, 1.5 + 0.25 * len(tokens))
         _, axes = plt.subplots(1, len(layers), figsize=(size * len(layers) + 1.2, size + 0.4))
     axes = np.atleast_1d(axes)
-    vmax = float(max(attribution.at(l).max() for l in layers))
-    for k, (ax, layer) in enumerate(zip(axes, layers)):
+    vmax = float(max(attribution.at(layer).max() for layer in layers))
+    for k, (ax, layer) in enumerate(zip(axes, layers, strict=True)):
         token_heatmap(attribution.at(layer), tokens, ax=ax, vmin=0.0, vmax=vmax, cbar=False, title=f"layer {layer}")
         ax.set_xlabel("input token j")
         ax.set_ylabel("hidden token i" if k == 0 else "")
@@ -72,9 +72,9 @@ def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax
     ax.plot([], [], color=RAW, lw=6, alpha=0.55, label="this book's model (median, quartiles, 1.5 IQR)")
     if paper is not None:
         points = paper["median_self_contribution"]
-        xs = [_paper_x(l, num_layers, paper["layers"]) for l in points]
+        xs = [_paper_x(layer, num_layers, paper["layers"]) for layer in points]
         ax.scatter(xs, list(points.values()), color=PAPER, marker="D", zorder=3, label=PAPER_LABEL)
-        for x, (layer, value) in zip(xs, points.items()):
+        for x, (layer, value) in zip(xs, points.items(), strict=True):
             ax.annotate(f"layer {layer}: {value:.1%}", (x, value), xytext=(-4, -13), textcoords="offset points",
                         ha="right" if x > 1 else "left", fontsize=8, color=PAPER)
     ax.set_xticks(layers)
@@ -95,7 +95,7 @@ def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax
     ax.bar(share.index, share.to_numpy(), width=0.6, color=RAW, alpha=0.8, label="this book's model")
     if paper is not None:
         points = paper["share_own_input_not_largest"]
-        xs = [_paper_x(l, num_layers, paper["layers"]) for l in points]
+        xs = [_paper_x(layer, num_layers, paper["layers"]) for layer in points]
         ax.scatter(xs, list(points.values()), color=PAPER, marker="D", zorder=3, label=PAPER_LABEL)
     ax.set_xticks(list(share.index))
     ax.set_xlim(0.3, num_layers + 0.6)
@@ -114,7 +114,7 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11.0, 4.0))
     bins = [g.split(" ", 1)[1] for g in dict.fromkeys(distance["group"]) if g.startswith("left")]
-    palette = dict(zip(bins, [RAW, EFFECTIVE, PAPER]))
+    palette = dict(zip(bins, [RAW, EFFECTIVE, PAPER], strict=False))
     layers = sorted(distance["layer"].unique())
     for side, style in (("left", "-"), ("right", "--")):
         for name in bins:
@@ -152,7 +152,7 @@ def plot_cls(segments, around, axes=None) -> np.ndarray:
         _, axes = plt.subplots(1, 2, figsize=(12.0, 4.0), gridspec_kw={"width_ratios": [1.1, 1], "wspace": 0.45})
     grid = around.pivot(index="layer", columns="offset", values="contribution")
     labels = [("[SEP]" if o == 0 else f"{o:+d}") for o in grid.columns]
-    token_heatmap(torch.tensor(grid.to_numpy()), [f"layer {l}" for l in grid.index], labels, ax=axes[0], vmin=0.0,
+    token_heatmap(torch.tensor(grid.to_numpy()), [f"layer {layer}" for layer in grid.index], labels, ax=axes[0], vmin=0.0,
                   title="[CLS]: contribution of tokens around the first [SEP]")
     axes[0].set_xticklabels(labels, rotation=0)
     axes[0].tick_params(axis="both", labelsize=9)
@@ -160,7 +160,7 @@ def plot_cls(segments, around, axes=None) -> np.ndarray:
     axes[0].set_xlabel("offset from the first [SEP]")
     axes[0].set_ylabel("")
     parts = list(dict.fromkeys(segments["segment"]))
-    palette = dict(zip(parts, [NULL, RAW, PAPER, EFFECTIVE, "#55A868"]))
+    palette = dict(zip(parts, [NULL, RAW, PAPER, EFFECTIVE, "#55A868"], strict=False))
     for part in parts:
         rows = segments[segments["segment"] == part]
         axes[1].plot(rows["layer"], rows["per_token"], marker="o", color=palette[part], label=part)

@@ -84,7 +84,7 @@ def plot_correlation_vs_length(
     left.set_title("all layers and heads")
     layers = sorted(table["layer"].unique())
     colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(layers)))
-    for colour, layer in zip(colours, layers):
+    for colour, layer in zip(colours, layers, strict=True):
         rows = table[table["layer"] == layer]
         curve = rows.groupby(pd.cut(rows["n"], bins=list(bins)), observed=True).agg(
             n=("n", "median"), median=("correlation", "median"))
@@ -114,7 +114,7 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     classes = list(dict.fromkeys(summary["token"]))
     fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes), 3.8), sharey=True,
                              layout="constrained", squeeze=False)
-    for ax, name in zip(axes[0], classes):
+    for ax, name in zip(axes[0], classes, strict=True):
         rows = summary[summary["token"] == name].sort_values("layer")
         ax.plot(rows["layer"], rows["raw"], color=RAW, marker="o", label="raw attention")
         ax.plot(rows["layer"], rows["effective"], color=EFFECTIVE, marker="s", label="effective attention")

@@ -99,7 +99,7 @@ def plot_null_space_angles(frame: pd.DataFrame, ax: plt.Axes | None = None, floo
         _, ax = plt.subplots(figsize=(8, 3.6))
     colours = [RAW, EFFECTIVE, PAPER, NULL]
     rng = np.random.default_rng(0)
-    for k, (column, label) in enumerate(pairs.items()):
+    for k, column in enumerate(pairs):
         values = np.maximum(frame[column].to_numpy(dtype=float), floor)
         ax.scatter(values, k + rng.uniform(-0.15, 0.15, len(values)), s=12, alpha=0.7, color=colours[k])
     ax.set_yticks(range(len(pairs)), list(pairs.values()))
@@ -125,7 +125,7 @@ def plot_attention_comparison(maps: Mapping[str, torch.Tensor], tokens: Sequence
     unsigned = [a for t, a in arrays.items() if t not in signed]
     low = min(0.0, min(float(a.min()) for a in unsigned)) if unsigned else 0.0
     high = max(float(a.max()) for a in unsigned) if unsigned else 1.0
-    for ax, (title, values) in zip(axes, arrays.items()):
+    for ax, (title, values) in zip(axes, arrays.items(), strict=False):
         if title in signed:
             bound = float(np.abs(values).max()) or 1.0
             token_heatmap(values, tokens, ax=ax, title=title, center=0.0, vmin=-bound, vmax=bound, max_labels=max_labels)

@@ -125,7 +125,7 @@ def plot_neighbour_rates(
     ax = _new_axes(ax)
     layers = sorted(table["hidden_state"].unique())
     colours = sns.color_palette("viridis", len(layers))
-    for colour, layer in zip(colours, layers):
+    for colour, layer in zip(colours, layers, strict=True):
         rows = table[table["hidden_state"] == layer].sort_values("offset")
         ax.plot(rows["offset"], rows["rate"], marker="o", markersize=4, color=colour, label=f"hidden state {layer}")
     if chance is not None:
