@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
-from .models import check_supported
-from .text import check_single_sequence
+from .models import check_supported, float32_model
+from .text import check_encoding
 
 
 @dataclass
@@ -130,9 +130,8 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
         UnsupportedModelError, ValueError: wrong model or encoding.
     """
     check_supported(model)
-    n = check_single_sequence(encoding)
-    if n > model.config.max_position_embeddings:
-        raise ValueError(f"The sequence has {n} tokens but the model takes at most {model.config.max_position_embeddings}; shorten it.")
+    check_encoding(model, encoding)
+    model = float32_model(model)  # the identities hold at float32 precision, not at bfloat16's
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
 

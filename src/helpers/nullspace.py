@@ -32,7 +32,7 @@ from .linalg import (
     numerical_rank,
     relative_output_change,
 )
-from .numbering import head_number, layer_number
+from .numbering import check_seed, head_number, layer_number
 
 MATRICES = ("V", "T", "V1", "T1")
 
@@ -214,6 +214,7 @@ def null_direction(
     ``coefficients`` or standard normal draws seeded with ``seed``.
     Raises if LN([T, 1]) is trivial (n <= rank([T, 1])): A is then identifiable.
     """
+    seed = check_seed(seed)
     N = simplex_null_space(T, rtol)
     n, k = N.shape
     if k == 0:

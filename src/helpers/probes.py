@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from .hidden_tokens import HiddenTokens
+from .numbering import check_seed
 
 MAP_KINDS = ("naive", "linear", "mlp")
 LOSSES = ("l2", "cosine")
@@ -166,6 +167,7 @@ def fit_map(
     _check_choice(kind, MAP_KINDS, "map kind")
     _check_choice(loss, LOSSES, "loss")
     _check_pairs(hidden, targets)
+    seed = check_seed(seed)
     hidden, targets = hidden.float(), targets.float()
     if kind == "naive":
         if hidden.shape[1] != targets.shape[1]:
@@ -351,6 +353,7 @@ def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: in
     """
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction}.")
+    seed = check_seed(seed)
     ids = tokens.sentence_ids
     if len(ids) < 2:
         raise ValueError(f"Splitting needs at least two sequences, got {len(ids)}.")
@@ -490,6 +493,7 @@ def fraction_curve(
     from tqdm.auto import tqdm
 
     _check_disjoint(train, test)
+    seed = check_seed(seed)
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise ValueError(f"fractions must be non-empty and each in (0, 1]; got {list(fractions)}.")
     ids = train.sentence_ids
