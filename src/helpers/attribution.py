@@ -26,6 +26,7 @@ from transformers import BatchEncoding, PreTrainedModel
 
 from . import jacobians
 from .internals import capture
+from .linalg import check_tensor
 from .models import check_supported, float32_model
 from .numbering import check_seed, layer_index
 from .text import check_encoding
@@ -87,6 +88,7 @@ class Attribution:
 
 def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
     """c_ij = norms_ij / sum_k norms_ik for norms: (..., n, n); rows sum to 1."""
+    check_tensor(norms, "norms", min_dims=2)
     if norms.dim() < 2 or norms.shape[-1] != norms.shape[-2]:
         raise ValueError(f"norms must be (..., n, n); got {tuple(norms.shape)}.")
     if (norms < 0).any():
