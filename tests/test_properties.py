@@ -104,8 +104,9 @@ def test_encode_and_capture_on_any_text(text, pair):
         return
     assert_finite(internals.A, internals.T, internals.hidden_states)
     torch.testing.assert_close(internals.A.sum(-1), torch.ones(L, H, n), atol=1e-5, rtol=0)
-    torch.testing.assert_close(internals.reconstructed_attention_output(), internals.attention_output,
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        internals.reconstructed_attention_output(), internals.attention_output, atol=1e-4, rtol=1e-4
+    )
     split = helpers.effective_attention_of(internals)
     assert_finite(split.effective, split.null)
     torch.testing.assert_close(split.effective @ internals.T, internals.A @ internals.T, atol=1e-4, rtol=1e-4)
@@ -118,11 +119,14 @@ GOOD_TEXTS = st.lists(st.one_of(SHORT_TEXTS, st.tuples(SHORT_TEXTS, SHORT_TEXTS)
 
 
 @budget(16)
-@given(texts=st.one_of(GOOD_TEXTS, ANY_TEXTS),
-       batch_size=st.one_of(st.integers(1, 3), st.sampled_from([0, -1, None, 1.5, np.int64(2)])))
+@given(
+    texts=st.one_of(GOOD_TEXTS, ANY_TEXTS),
+    batch_size=st.one_of(st.integers(1, 3), st.sampled_from([0, -1, None, 1.5, np.int64(2)])),
+)
 def test_collect_hidden_tokens_on_any_texts(texts, batch_size):
-    tokens = outcome(lambda: helpers.collect_hidden_tokens(MODEL, TOKENIZER, texts, batch_size=batch_size,
-                                                           progress=False))
+    tokens = outcome(
+        lambda: helpers.collect_hidden_tokens(MODEL, TOKENIZER, texts, batch_size=batch_size, progress=False)
+    )
     if tokens is None:
         return
     assert_finite(tokens.hidden, tokens.x)
@@ -155,8 +159,10 @@ def attention_and_values(draw):
 
 
 @budget(60)
-@given(data=attention_and_values(), rtol=st.one_of(st.sampled_from([1e-5, 1e-3, 0.0, 1.0, -1.0, float("nan")]),
-                                                   st.just(np.float32(1e-5))))
+@given(
+    data=attention_and_values(),
+    rtol=st.one_of(st.sampled_from([1e-5, 1e-3, 0.0, 1.0, -1.0, float("nan")]), st.just(np.float32(1e-5))),
+)
 def test_effective_attention_on_any_tensors(data, rtol):
     A, T = data
     split = outcome(lambda: helpers.effective_attention(A, T, rtol=rtol))
@@ -164,8 +170,9 @@ def test_effective_attention_on_any_tensors(data, rtol):
         return
     A_work = A.to(split.effective.dtype)
     assert_finite(split.effective, split.null)
-    torch.testing.assert_close(split.effective + split.null, A_work, atol=1e-5 * float(A_work.abs().max()) + 1e-6,
-                               rtol=1e-5)
+    torch.testing.assert_close(
+        split.effective + split.null, A_work, atol=1e-5 * float(A_work.abs().max()) + 1e-6, rtol=1e-5
+    )
     T64, scale = T.double(), float(A_work.abs().max()) * float(T.double().abs().max()) * A.shape[-1] + 1e-12
     error = ((split.effective.double() - A_work.double()) @ T64).abs().max()
     # what can remain is A's part along singular directions of T below rtol times the largest
@@ -174,9 +181,12 @@ def test_effective_attention_on_any_tensors(data, rtol):
 
 
 @budget(30)
-@given(norms=st.lists(st.one_of(st.floats(-1, 1e6), st.sampled_from([float("nan"), float("inf")])), min_size=1,
-                     max_size=16),
-       n=st.integers(1, 4))
+@given(
+    norms=st.lists(
+        st.one_of(st.floats(-1, 1e6), st.sampled_from([float("nan"), float("inf")])), min_size=1, max_size=16
+    ),
+    n=st.integers(1, 4),
+)
 def test_contributions_rows_sum_to_one(norms, n):
     values = torch.tensor((norms * (n * n))[: n * n], dtype=torch.float64).reshape(n, n)
     c = outcome(lambda: helpers.contributions_from_norms(values))
@@ -201,8 +211,11 @@ INDEXES = st.one_of(
 @budget(60)
 @given(value=INDEXES)
 def test_numbering_takes_integers_in_range_only(value):
-    for convert, low, high in ((helpers.numbering.layer_index, 1, L), (helpers.numbering.head_index, 1, H),
-                               (helpers.numbering.hidden_state_index, 0, L)):
+    for convert, low, high in (
+        (helpers.numbering.layer_index, 1, L),
+        (helpers.numbering.head_index, 1, H),
+        (helpers.numbering.hidden_state_index, 0, L),
+    ):
         index = outcome(lambda convert=convert: convert(value, L if convert is not helpers.numbering.head_index else H))
         accepted = not isinstance(value, (bool, float, str, list, tuple, np.floating)) and value is not None
         accepted = accepted and low <= int(value) <= high
@@ -219,8 +232,12 @@ GOOD_LAYERS = st.one_of(st.none(), st.integers(1, L), st.lists(st.integers(1, L)
 ANY_LAYERS = st.one_of(st.none(), INDEXES, st.lists(st.integers(0, 3), max_size=3))
 
 
-GOOD_HTA = st.tuples(st.sampled_from(["exact", "estimate"]), st.integers(1, D), GOOD_LAYERS,
-                     st.one_of(st.integers(0, 2**40), st.just(np.int64(7))))
+GOOD_HTA = st.tuples(
+    st.sampled_from(["exact", "estimate"]),
+    st.integers(1, D),
+    GOOD_LAYERS,
+    st.one_of(st.integers(0, 2**40), st.just(np.int64(7))),
+)
 ANY_HTA = st.tuples(
     st.one_of(st.sampled_from(["exact", "estimate"]), st.sampled_from(["Exact", "", None, 3])),
     st.one_of(st.integers(1, D), st.sampled_from([0, D + 1, -1, None, 2.0, "4", True, np.int64(3)])),
@@ -229,12 +246,15 @@ ANY_HTA = st.tuples(
 )
 
 
-@budget(30)
+@budget(40)
 @given(arguments=st.one_of(GOOD_HTA, ANY_HTA))
 def test_hidden_token_attribution_on_any_arguments(arguments):
     method, samples, layers, seed = arguments
-    result = outcome(lambda: helpers.hidden_token_attribution(MODEL, ENCODING, method=method, samples=samples,
-                                                              layers=layers, seed=seed, progress=False))
+    result = outcome(
+        lambda: helpers.hidden_token_attribution(
+            MODEL, ENCODING, method=method, samples=samples, layers=layers, seed=seed, progress=False
+        )
+    )
     if result is None:
         return
     assert method in helpers.attribution.METHODS
@@ -270,10 +290,12 @@ def test_patch_attention_on_any_layer_and_head(arguments):
 
 
 @budget(20)
-@given(n=st.integers(2, 8), d=st.integers(1, 4),
-       seed=st.one_of(st.integers(0, 2**31), st.sampled_from([None, -5, 0.5])),
-       fractions=st.one_of(st.lists(st.floats(-1, 1), min_size=1, max_size=4),
-                           st.lists(st.floats(-1.5, 1.5), max_size=4)))
+@given(
+    n=st.integers(2, 8),
+    d=st.integers(1, 4),
+    seed=st.one_of(st.integers(0, 2**31), st.sampled_from([None, -5, 0.5])),
+    fractions=st.one_of(st.lists(st.floats(-1, 1), min_size=1, max_size=4), st.lists(st.floats(-1.5, 1.5), max_size=4)),
+)
 def test_alternative_family_members_are_valid(n, d, seed, fractions):
     generator = torch.Generator().manual_seed(n * 31 + d)
     A = torch.softmax(torch.randn(n, n, generator=generator, dtype=torch.float64) * 2, dim=-1)
@@ -321,8 +343,9 @@ def _split():
 
 def _fraction_curve():
     train, test = helpers.split_by_sentence(_tokens(), test_fraction=0.25, seed=0)
-    table = helpers.fraction_curve(train, test, fractions=(0.5, 1.0), kinds=("mlp",), seed=4, epochs=1, width=8,
-                                   progress=False)
+    table = helpers.fraction_curve(
+        train, test, fractions=(0.5, 1.0), kinds=("mlp",), seed=4, epochs=1, width=8, progress=False
+    )
     return torch.tensor(table["rate"].to_numpy())
 
 

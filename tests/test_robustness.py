@@ -176,9 +176,16 @@ def test_float_input_ids_are_refused(tiny_model):
 
 def one_segment_bert() -> BertModel:
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, type_vocab_size=1,
-                        attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        type_vocab_size=1,
+        attn_implementation="eager",
+    )
     return BertModel(config, add_pooling_layer=False).eval()
 
 
@@ -219,8 +226,11 @@ def test_half_precision_model_is_computed_in_float32(tokenizer, dtype, one_threa
 # ------------------------------------------------------------------ records: strings, pairs and Examples
 
 
-RECORDS = ["The river rose.", ("The river rose.", "Water covered the fields."),
-           Example("e0", "The river rose.", None, None, "test")]
+RECORDS = [
+    "The river rose.",
+    ("The river rose.", "Water covered the fields."),
+    Example("e0", "The river rose.", None, None, "test"),
+]
 
 
 def test_effective_attention_sweep_takes_strings_pairs_and_examples(tiny_model, tokenizer):
@@ -232,18 +242,29 @@ def test_effective_attention_sweep_takes_strings_pairs_and_examples(tiny_model, 
 
 
 def test_attribute_examples_takes_strings_pairs_and_examples(tiny_model, tokenizer, one_thread):
-    results = helpers.attribute_examples(tiny_model, tokenizer, RECORDS, method="estimate", samples=4,
-                                         progress=False)
+    results = helpers.attribute_examples(tiny_model, tokenizer, RECORDS, method="estimate", samples=4, progress=False)
     assert [r.n for r in results][0] == results[2].n
     assert int(results[1].token_type_ids.max()) == 1
 
 
-@pytest.mark.parametrize("records, error", [("one text", TypeError), ([], ValueError), ([3], TypeError),
-                                             ([("a", "b", "c")], TypeError), ([("a", None)], None)])
+@pytest.mark.parametrize(
+    "records, error",
+    [
+        ("one text", TypeError),
+        ([], ValueError),
+        ([3], TypeError),
+        ([("a", "b", "c")], TypeError),
+        ([("a", None)], None),
+    ],
+)
 def test_bad_records_are_refused_before_the_model_runs(tiny_model, tokenizer, records, error, one_thread):
     if error is None:
-        assert len(helpers.attribute_examples(tiny_model, tokenizer, records, samples=2, method="estimate",
-                                              progress=False)) == 1
+        assert (
+            len(
+                helpers.attribute_examples(tiny_model, tokenizer, records, samples=2, method="estimate", progress=False)
+            )
+            == 1
+        )
         return
     with pytest.raises(error):
         helpers.effective_attention_sweep(tiny_model, tokenizer, records, progress=False)
@@ -269,8 +290,9 @@ def test_bad_seeds_are_refused(tiny_model, tokenizer, seed, error):
 
 def test_numpy_seed_is_accepted(tiny_model, tokenizer, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
-    a = helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=2, seed=np.int64(3),
-                                         progress=False)
+    a = helpers.hidden_token_attribution(
+        tiny_model, encoding, method="estimate", samples=2, seed=np.int64(3), progress=False
+    )
     b = helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=2, seed=3, progress=False)
     assert torch.equal(a.contributions, b.contributions)
 
@@ -295,6 +317,49 @@ def test_numpy_integers_for_layer_and_head(tiny_model, tokenizer):
     uniform = torch.full((n, n), 1.0 / n)
     patched = helpers.run_patched(tiny_model, encoding, np.int64(1), np.int32(3), uniform)
     assert torch.equal(patched, helpers.run_patched(tiny_model, encoding, 1, 3, uniform))
-    result = helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=np.int64(4),
-                                              progress=False)
+    result = helpers.hidden_token_attribution(
+        tiny_model, encoding, method="estimate", samples=np.int64(4), progress=False
+    )
     assert result.samples == 4
+
+
+# ------------------------------------------------------------------ found by the property suite and the review
+
+
+@pytest.mark.parametrize("lengths", [["12"], [2.7], [True, 3]])
+def test_rank_sweep_lengths_must_be_integers(tiny_model, tokenizer, lengths):
+    encoding = helpers.encode(tokenizer, SENTENCE)
+    with pytest.raises(TypeError, match="lengths must be integers"):
+        helpers.rank_sweep(tiny_model, [encoding], lengths, progress=False)
+
+
+def test_numpy_integers_for_counts(tiny_model, tokenizer, one_thread):
+    tokens = helpers.collect_hidden_tokens(
+        tiny_model, tokenizer, ["A text.", "Another one."], batch_size=np.int64(1), progress=False
+    )
+    assert len(tokens.sentence_ids) == 2
+    table = helpers.rank_sweep(
+        tiny_model, [helpers.encode(tokenizer, SENTENCE)], np.arange(4, 6), per_text=np.int64(1), progress=False
+    )
+    assert len(table["n"].unique()) == 1
+    assert helpers.dimension_count(np.int64(8), np.int64(2), np.int64(3)) == helpers.dimension_count(8, 2, 3)
+
+
+@pytest.mark.parametrize("layer, error", [(2.7, TypeError), ("1", TypeError), (None, TypeError), (9, ValueError)])
+def test_token_map_layer_must_be_an_integer(tiny_model, tokenizer, layer, error):
+    tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, ["A text.", "Another one."], progress=False)
+    with pytest.raises(error, match="layer"):
+        helpers.fit_token_map(tokens, layer)
+
+
+def test_nan_norms_are_refused():
+    with pytest.raises(ValueError, match="NaN"):
+        helpers.contributions_from_norms(torch.tensor([[1.0, float("nan")], [1.0, 1.0]]))
+
+
+@pytest.mark.parametrize("fractions, error", [([], ValueError), (["a"], TypeError), ([2.0], ValueError)])
+def test_alternative_family_fractions(fractions, error):
+    A = torch.full((6, 6), 1 / 6, dtype=torch.float64)
+    T = torch.randn(6, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    with pytest.raises(error, match="fractions"):
+        helpers.alternative_family(A, T, fractions=fractions)

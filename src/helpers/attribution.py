@@ -136,7 +136,8 @@ def hidden_token_attribution(
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
         method: ``"exact"`` (d forward-mode tangents per input token) or
             ``"estimate"`` (``samples`` random orthonormal tangents per input token).
-        samples: tangents per input token for the estimate, 1..d (d gives the exact values).
+        samples: tangents per input token for the estimate, 1..d (d gives the exact values);
+            unused (and not checked) by the exact method.
         layers: 1-based layer numbers to return (default: all), or one layer number. Only layers up to
             the deepest one requested are computed.
         seed: seed of the estimate's random tangents.
@@ -146,10 +147,13 @@ def hidden_token_attribution(
 
     Returns:
         An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layers), n, n).
+        A bfloat16 / float16 model is linearised through a float32 copy of itself.
 
     Raises:
         ValueError: unknown method, samples out of range, a sequence longer than the
-            model takes, a padded or batched encoding, layers out of range.
+            model takes, a padded or batched encoding, token ids the model cannot embed,
+            layers out of range.
+        TypeError: layers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
         UnsupportedModelError: not a BERT encoder with eager attention.
     """
     if not isinstance(method, str) or method not in METHODS:

@@ -14,6 +14,7 @@ embedding LayerNorm output is then layer 0 of ``hidden``.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,8 +129,9 @@ def collect_hidden_tokens(
     pairs = [_as_pair(item, i) for i, item in enumerate(texts)]
     if not pairs:
         raise ValueError("No texts given: collect_hidden_tokens needs at least one sequence.")
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    batch_size = int(batch_size)
     if getattr(tokenizer, "padding_side", "right") != "right":
         raise ValueError("The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'.")
     has_pair = [b is not None for _, b in pairs]

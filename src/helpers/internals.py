@@ -126,8 +126,11 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
         model: a BERT encoder loaded with eager attention (``load_model``).
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
 
+    A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
+
     Raises:
-        UnsupportedModelError, ValueError: wrong model or encoding.
+        UnsupportedModelError, ValueError: wrong model or encoding (``helpers.text.check_encoding``:
+        padding, ids outside the vocabulary or the token types, too long).
     """
     check_supported(model)
     check_encoding(model, encoding)

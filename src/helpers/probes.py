@@ -19,6 +19,7 @@ so no sequence contributes tokens to both.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
 
 
 def _check_layer(tokens: HiddenTokens, layer: int) -> int:
+    if isinstance(layer, bool) or not isinstance(layer, numbers.Integral):
+        raise TypeError(f"layer must be an integer hidden-state number (0..{tokens.layers}), got {layer!r}.")
+    layer = int(layer)
     if not -tokens.hidden.shape[0] <= layer < tokens.hidden.shape[0]:
         raise ValueError(f"layer {layer} is out of range: the tokens hold layers 0..{tokens.layers}.")
     return layer % tokens.hidden.shape[0]

@@ -6,6 +6,7 @@ length. The maths lives in the method modules; this module only loops.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -49,13 +50,16 @@ def rank_sweep(
     ``null_dim_<name> = n - rank_<name>``. ``n`` is the prefix length, layers
     count 1..L and heads 1..h.
     """
+    lengths = list(lengths)
+    if any(isinstance(length, bool) or not isinstance(length, numbers.Integral) for length in lengths):
+        raise TypeError(f"lengths must be integers (token counts); got {lengths!r}.")
     lengths = sorted({int(length) for length in lengths})
     if not lengths or lengths[0] < 2:
         raise ValueError(f"lengths must be integers >= 2; got {lengths}.")
     if not encodings:
         raise ValueError("encodings is empty: give at least one encoded text.")
     check_matrices(matrices)
-    if per_text is not None and (not isinstance(per_text, int) or per_text < 1):
+    if per_text is not None and (isinstance(per_text, bool) or not isinstance(per_text, numbers.Integral) or per_text < 1):
         raise ValueError(f"per_text must be a positive int or None; got {per_text!r}.")
     jobs = []
     for t, enc in enumerate(encodings):
