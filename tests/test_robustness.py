@@ -41,7 +41,7 @@ def test_one_layer_as_an_int_or_numpy_integer_means_that_layer(tiny_model, token
 @pytest.mark.parametrize("layers", [0, [3], [-1], []])
 def test_layers_out_of_range_are_refused(tiny_model, tokenizer, layers, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
-    with pytest.raises(ValueError, match="between 1 and 2|empty"):
+    with pytest.raises(ValueError, match="numbered 1..2|empty"):
         helpers.hidden_token_attribution(tiny_model, encoding, layers=layers, progress=False)
 
 

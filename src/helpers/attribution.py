@@ -112,7 +112,13 @@ def _check_layers(layers: int | Sequence[int] | None, depth: int) -> tuple[int, 
         )
     if isinstance(layers, (np.ndarray, torch.Tensor)):
         layers = layers.tolist() if layers.ndim == 1 else [layers.tolist()]
-    checked = tuple(layer_index(layer, depth) + 1 for layer in layers)  # integers in 1..depth, or a clear error
+    checked = []
+    for layer in layers:  # integers in 1..depth; a TypeError for "12", 2.7 or None
+        try:
+            checked.append(layer_index(layer, depth) + 1)
+        except ValueError:
+            raise ValueError(f"Layers are numbered 1..{depth} (layer l's output); got {layer!r}.") from None
+    checked = tuple(checked)
     if not checked:
         raise ValueError("layers is empty; pass None for every layer.")
     return checked
