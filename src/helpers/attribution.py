@@ -16,8 +16,9 @@ input is the largest contributor, context by relative distance, and what the
 """
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -25,8 +26,10 @@ from transformers import BatchEncoding, PreTrainedModel
 
 from . import jacobians
 from .internals import capture
-from .models import check_supported
-from .text import check_single_sequence
+from .linalg import check_tensor
+from .models import check_supported, float32_model
+from .numbering import check_seed, layer_index
+from .text import check_encoding
 
 __all__ = [
     "METHODS",
@@ -85,6 +88,7 @@ class Attribution:
 
 def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
     """c_ij = norms_ij / sum_k norms_ik for norms: (..., n, n); rows sum to 1."""
+    check_tensor(norms, "norms", min_dims=2)
     if norms.dim() < 2 or norms.shape[-1] != norms.shape[-2]:
         raise ValueError(f"norms must be (..., n, n); got {tuple(norms.shape)}.")
     if (norms < 0).any():
@@ -95,16 +99,29 @@ def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
     return norms / total
 
 
-def _check_layers(layers: Sequence[int] | None, depth: int) -> tuple[int, ...]:
+def _check_layers(layers: int | Sequence[int] | None, depth: int) -> tuple[int, ...]:
+    """None: every layer; an integer: that one layer; else a sequence of integer layer numbers 1..depth."""
     if layers is None:
         return tuple(range(1, depth + 1))
-    layers = tuple(int(l) for l in layers)
-    if not layers:
+    if isinstance(layers, numbers.Integral) and not isinstance(layers, bool):
+        layers = (layers,)
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, (Sequence, np.ndarray, torch.Tensor, range)):
+        raise TypeError(
+            f"layers must be None, a layer number or a list of layer numbers (1..{depth}); got {type(layers).__name__} "
+            f"{layers!r}."
+        )
+    if isinstance(layers, (np.ndarray, torch.Tensor)):
+        layers = layers.tolist() if layers.ndim == 1 else [layers.tolist()]
+    checked = []
+    for layer in layers:  # integers in 1..depth; a TypeError for "12", 2.7 or None
+        try:
+            checked.append(layer_index(layer, depth) + 1)
+        except ValueError:
+            raise ValueError(f"Layers are numbered 1..{depth} (layer l's output); got {layer!r}.") from None
+    checked = tuple(checked)
+    if not checked:
         raise ValueError("layers is empty; pass None for every layer.")
-    bad = [l for l in layers if not 1 <= l <= depth]
-    if bad:
-        raise ValueError(f"Layers are numbered 1..{depth} (layer l's output); got {bad}.")
-    return layers
+    return checked
 
 
 def hidden_token_attribution(
@@ -125,8 +142,9 @@ def hidden_token_attribution(
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
         method: ``"exact"`` (d forward-mode tangents per input token) or
             ``"estimate"`` (``samples`` random orthonormal tangents per input token).
-        samples: tangents per input token for the estimate, 1..d (d gives the exact values).
-        layers: 1-based layer numbers to return (default: all). Only layers up to
+        samples: tangents per input token for the estimate, 1..d (d gives the exact values);
+            unused (and not checked) by the exact method.
+        layers: 1-based layer numbers to return (default: all), or one layer number. Only layers up to
             the deepest one requested are computed.
         seed: seed of the estimate's random tangents.
         chunk_size: tangents per batched push (default: from ``memory_mb``).
@@ -135,22 +153,28 @@ def hidden_token_attribution(
 
     Returns:
         An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layers), n, n).
+        A bfloat16 / float16 model is linearised through a float32 copy of itself.
 
     Raises:
         ValueError: unknown method, samples out of range, a sequence longer than the
-            model takes, a padded or batched encoding, layers out of range.
+            model takes, a padded or batched encoding, token ids the model cannot embed,
+            layers out of range.
+        TypeError: layers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
         UnsupportedModelError: not a BERT encoder with eager attention.
     """
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)):
-        raise TypeError(f"samples must be an integer, got {type(samples).__name__}.")
-    d = model.config.hidden_size
-    if not 1 <= samples <= d:
-        raise ValueError(f"samples must be between 1 and d = {d} (d gives the exact values); got {samples}.")
     check_supported(model)
-    check_single_sequence(encoding)
+    d = model.config.hidden_size
+    if method == "estimate":  # the exact norms take no samples: whatever is passed is unused
+        if isinstance(samples, bool) or not isinstance(samples, numbers.Integral):
+            raise TypeError(f"samples must be an integer, got {type(samples).__name__}.")
+        if not 1 <= samples <= d:
+            raise ValueError(f"samples must be between 1 and d = {d} (d gives the exact values); got {samples}.")
+    seed = check_seed(seed)
+    check_encoding(model, encoding)
     layers = _check_layers(layers, model.config.num_hidden_layers)
+    model = float32_model(model)  # bfloat16 / float16: the linearisation runs on a float32 copy
 
     internals = capture(model, encoding)
     lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)

@@ -18,6 +18,7 @@ back to T = V H for any head where it fails.
 """
 from __future__ import annotations
 
+import numbers
 import warnings
 from typing import NamedTuple
 
@@ -35,7 +36,7 @@ class EffectiveAttention(NamedTuple):
 
 
 def check_rtol(rtol: float) -> None:
-    if not isinstance(rtol, (int, float)) or not rtol > 0 or not rtol < 1:
+    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not rtol > 0 or not rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1), relative to the largest singular value; got {rtol!r}.")
 
 
@@ -45,6 +46,19 @@ def check_attention(A: torch.Tensor) -> None:
         raise ValueError(f"A must be square in its last two dimensions, (..., n, n); got {tuple(A.shape)}.")
     if A.shape[-1] == 0:
         raise ValueError("A is empty (n = 0): give at least one token.")
+
+
+def working_precision(M: torch.Tensor, name: str) -> torch.Tensor:
+    """M in float32 or float64: integer, bool, float16 and bfloat16 tensors become float32.
+
+    An integer A would otherwise come back as an integer null part (all zeros
+    after rounding) and a half-precision one would lose the identities.
+    """
+    if M.is_complex():
+        raise TypeError(f"{name} must be real, got {M.dtype}.")
+    if M.dtype in (torch.float32, torch.float64):
+        return M
+    return M.to(torch.float32)
 
 
 def check_same_batch(A: torch.Tensor, M: torch.Tensor, name: str) -> None:
@@ -93,8 +107,8 @@ def effective_attention(
         rtol: singular values at most ``rtol * max singular value`` count as zero.
 
     Returns:
-        ``EffectiveAttention(effective, null)``, both ``(..., n, n)`` in A's dtype
-        (computed in float64), with ``effective @ T == A @ T`` and ``null @ T == 0``.
+        ``EffectiveAttention(effective, null)``, both ``(..., n, n)`` in A's dtype, or float32
+        for an integer, bool or half-precision A (computed in float64), with ``effective @ T == A @ T`` and ``null @ T == 0``.
 
     Raises:
         TypeError, ValueError: non-tensors, mismatched shapes, NaN/inf, bad rtol,
@@ -118,6 +132,7 @@ def effective_attention_and_rank(
     """
     check_rtol(rtol)
     check_attention(A)
+    A = working_precision(A, "A")
     if T is not None:
         if V is not None or H is not None:
             raise ValueError("Pass either T, or V and H (T = V H), not both.")

@@ -14,13 +14,15 @@ embedding LayerNorm output is then layer 0 of ``hidden``.
 """
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
 
-from .models import check_supported
+from .models import check_supported, float32_model
+from .text import text_pair_of
 
 Text = str | tuple[str, str | None]
 
@@ -86,20 +88,7 @@ class HiddenTokens:
 
 
 def _as_pair(item, index: int) -> tuple[str, str | None]:
-    if hasattr(item, "text_a"):  # helpers.Example
-        a, b = item.text_a, item.text_b
-    elif isinstance(item, str):
-        a, b = item, None
-    elif isinstance(item, tuple) and len(item) == 2:
-        a, b = item
-    else:
-        raise TypeError(f"Item {index} is a {type(item).__name__}; give a string, a (text, text_pair) tuple or an Example.")
-    for value in (a, b) if b is not None else (a,):
-        if not isinstance(value, str):
-            raise TypeError(f"Item {index}: texts must be strings, got {type(value).__name__}.")
-        if not value.strip():
-            raise ValueError(f"Item {index} has an empty text: every sequence needs at least one word.")
-    return a, b
+    return text_pair_of(item, index)
 
 
 @torch.no_grad()
@@ -140,12 +129,16 @@ def collect_hidden_tokens(
     pairs = [_as_pair(item, i) for i, item in enumerate(texts)]
     if not pairs:
         raise ValueError("No texts given: collect_hidden_tokens needs at least one sequence.")
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    batch_size = int(batch_size)
     if getattr(tokenizer, "padding_side", "right") != "right":
         raise ValueError("The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'.")
     has_pair = [b is not None for _, b in pairs]
     limit = model.config.max_position_embeddings
+    if any(has_pair) and getattr(model.config, "type_vocab_size", 2) < 2:
+        raise ValueError("This model takes one segment (type_vocab_size = 1): give single texts, not sentence pairs.")
+    model = float32_model(model)  # bfloat16 / float16 models: the states are computed by a float32 copy
 
     # batch sequences of similar length (less padding); single texts and pairs apart,
     # since the tokenizer takes a batch of either
@@ -173,6 +166,11 @@ def collect_hidden_tokens(
             first = [pairs[i][0] for i in batch]
             second = [pairs[i][1] for i in batch] if has_pair[batch[0]] else None
             encoding = tokenizer(first, second, padding=True, truncation=False, return_tensors="pt").to(model.device)
+            if int(encoding["input_ids"].max()) >= model.config.vocab_size:
+                raise ValueError(
+                    f"The tokenizer gives token ids up to {int(encoding['input_ids'].max())} but the model's vocabulary "
+                    f"has {model.config.vocab_size}: use the tokenizer that load_model returns with the model."
+                )
             raw.clear()
             result = model(**encoding, output_hidden_states=True)
             mask = encoding["attention_mask"].bool()  # (B, n)

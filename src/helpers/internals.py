@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
-from .models import check_supported
-from .text import check_single_sequence
+from .models import check_supported, float32_model
+from .text import check_encoding
 
 
 @dataclass
@@ -143,15 +143,17 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
             other supported families (``helpers.families``) go through ``capture_generic``.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
 
+    A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
+
     Raises:
-        UnsupportedModelError, ValueError: wrong model or encoding.
+        UnsupportedModelError, ValueError: wrong model or encoding (``helpers.text.check_encoding``:
+        padding, ids outside the vocabulary or the token types, too long).
     """
     if getattr(getattr(model, "config", None), "model_type", None) != "bert":
         return capture_generic(model, encoding)  # every other family: through the AttentionInterface
     check_supported(model)
-    n = check_single_sequence(encoding)
-    if n > model.config.max_position_embeddings:
-        raise ValueError(f"The sequence has {n} tokens but the model takes at most {model.config.max_position_embeddings}; shorten it.")
+    check_encoding(model, encoding)
+    model = float32_model(model)  # the identities hold at float32 precision, not at bfloat16's
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
 

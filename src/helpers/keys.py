@@ -25,6 +25,7 @@ Tensors in, tensors and small dataclasses out; this module never loads a model.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -45,9 +46,9 @@ __all__ = [
 
 
 def _check_dk(d_k: int) -> int:
-    if isinstance(d_k, bool) or not isinstance(d_k, int) or d_k < 1:
+    if isinstance(d_k, bool) or not isinstance(d_k, numbers.Integral) or d_k < 1:
         raise ValueError(f"d_k must be a positive integer, got {d_k!r}.")
-    return d_k
+    return int(d_k)
 
 
 def centred_log(A: torch.Tensor) -> torch.Tensor:
@@ -137,7 +138,7 @@ def dimension_count(n: int, d_k: int, r: int) -> int:
     the count is n (n - 1 - r), the simplex-constrained null space of chapter 3.
     """
     for name, value in (("n", n), ("d_k", d_k), ("r", r)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
     k = min(d_k, n - 1)
     return max(0, k * (2 * n - 1 - k) - n * r)
@@ -262,7 +263,7 @@ def producible_alternative(
     if not torch.isfinite(target).all():
         raise ValueError("target contains NaN or infinite values.")
     for name, value in (("steps", steps), ("polish_steps", polish_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
     if not penalty > 0:
         raise ValueError(f"penalty must be positive, got {penalty}.")

@@ -85,21 +85,42 @@ def load_model(
     Returns:
         ``(model, tokenizer)``.
 
+    A hub name is looked up in the local cache only when the hub is not reachable
+    (``HF_HUB_OFFLINE`` set, or one quick connection check fails), so offline it
+    fails in well under a second instead of retrying for ~25 s.
+
     Raises:
-        ModelLoadError: the weights cannot be found or fetched (offline, say).
+        ModelLoadError: the weights cannot be found or fetched (offline, say), or a
+            folder lacks config.json or tokenizer files.
         UnsupportedModelError: the model is not BERT-family.
     """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if name is not None and not isinstance(name, (str, Path)):
+        raise TypeError(f"name must be None, a hub name or a folder (str or Path); got {type(name).__name__}.")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype such as torch.float32; got {dtype!r}.")
     if name == DECODER_MODEL:
         return load_decoder(dtype=dtype, device=device)
     if name is None or name == DEFAULT_MODEL or name == f"sentence-transformers/{DEFAULT_MODEL}":
         source: str | Path = bundled_model_dir()
     else:
         source = name
+    local_only = False
+    if Path(str(source)).exists():
+        check_model_folder(Path(str(source)))
+    else:
+        local_only = not hub_reachable()
+        if local_only and not _in_hub_cache(str(source)):
+            raise ModelLoadError(
+                f"Could not load {name!r}: it is not a local folder, it is not in the local hub cache, and the "
+                f"model hub is not reachable from here (checked once, offline mode or no connection). Offline, use "
+                f"the bundled default: load_model() or load_model({DEFAULT_MODEL!r}), or a folder saved with "
+                "save_pretrained."
+            )
     try:
-        model = AutoModel.from_pretrained(source, attn_implementation="eager", dtype=dtype)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModel.from_pretrained(source, attn_implementation="eager", dtype=dtype, local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as err:
         if isinstance(source, Path) or Path(str(source)).exists():
             raise ModelLoadError(f"Could not load the model from the folder {source}: {err}") from err
@@ -115,9 +136,64 @@ def load_model(
         from .families import family_of
 
         family_of(model)
+    if len(tokenizer) < model.config.vocab_size // 2:
+        raise ModelLoadError(
+            f"The tokenizer found for {name!r} knows {len(tokenizer)} tokens but the model's vocabulary has "
+            f"{model.config.vocab_size}: it is not the model's tokenizer (every word would become [UNK]). "
+            "Save the model's own tokenizer next to it (tokenizer.save_pretrained(folder))."
+        )
     if isinstance(source, Path) and source == bundled_model_dir():
         model.config._name_or_path = DEFAULT_MODEL  # not the install folder
     return model.to(device).eval(), tokenizer
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+
+
+def check_model_folder(folder: Path) -> None:
+    """Raise a clear ModelLoadError unless ``folder`` holds a config, weights and a tokenizer vocabulary."""
+    if not folder.is_dir():
+        raise ModelLoadError(f"{folder} is a file, not a model folder; give the folder that holds config.json.")
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(f"The folder {folder} has no config.json: save the model with model.save_pretrained(folder).")
+    if not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"The folder {folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}): without them "
+            "every word would map to [UNK]. Save the tokenizer next to the weights: tokenizer.save_pretrained(folder)."
+        )
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the model hub can be reached: False at once in offline mode (``HF_HUB_OFFLINE``),
+    else one TCP connection to the hub's host with a short timeout (True behind a proxy, which
+    this check cannot see past)."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    endpoint = urlparse(constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # a malformed repo id: not in the cache
+        return False
 
 
 def check_supported(model: PreTrainedModel) -> None:
@@ -139,6 +215,24 @@ def check_supported(model: PreTrainedModel) -> None:
             f"The model runs {implementation!r} attention, which returns no attention weights. "
             "Load it with attn_implementation='eager' (load_model does this)."
         )
+
+
+def float32_model(model: PreTrainedModel) -> PreTrainedModel:
+    """``model`` itself if it computes in float32 or float64, else a float32 copy of it.
+
+    The book's identities (A_eff T = A T, rows that sum to 1, the linearised
+    pass) hold to float32 precision; bfloat16 and float16 keep about 3 digits
+    and CPU linear algebra does not take them. The copy has the same weights,
+    device and mode, so the results are those of the model in float32.
+    """
+    dtype = next(model.parameters()).dtype
+    if dtype in (torch.float32, torch.float64):
+        return model
+    if not dtype.is_floating_point:
+        raise TypeError(f"The model's parameters are {dtype}; the helpers need a floating-point model (float32).")
+    import copy
+
+    return copy.deepcopy(model).float()
 
 
 def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:

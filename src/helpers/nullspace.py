@@ -32,7 +32,7 @@ from .linalg import (
     numerical_rank,
     relative_output_change,
 )
-from .numbering import head_number, layer_number
+from .numbering import check_seed, head_number, layer_number
 
 MATRICES = ("V", "T", "V1", "T1")
 
@@ -214,6 +214,7 @@ def null_direction(
     ``coefficients`` or standard normal draws seeded with ``seed``.
     Raises if LN([T, 1]) is trivial (n <= rank([T, 1])): A is then identifiable.
     """
+    seed = check_seed(seed)
     N = simplex_null_space(T, rtol)
     n, k = N.shape
     if k == 0:
@@ -285,8 +286,11 @@ def alternative_family(
     """
     check_attention_and_values(A, T)
     check_attention_distribution(A)
-    fractions = torch.as_tensor(fractions, dtype=torch.float64)
-    if fractions.dim() != 1 or not torch.isfinite(fractions).all() or float(fractions.abs().max()) > 1:
+    try:
+        fractions = torch.as_tensor(fractions, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"fractions must be a 1-D sequence of numbers in [-1, 1]; got {fractions!r}.") from err
+    if fractions.dim() != 1 or not fractions.numel() or not torch.isfinite(fractions).all() or float(fractions.abs().max()) > 1:
         raise ValueError("fractions must be a 1-D sequence of numbers in [-1, 1].")
     if direction is None:
         direction = null_direction(T, seed=seed, rtol=rtol)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["layer_index", "head_index", "hidden_state_index", "layer_number", "head_number", "check_count"]
+__all__ = ["layer_index", "head_index", "hidden_state_index", "layer_number", "head_number", "check_count", "check_seed"]
 
 
 def _as_int(value, what: str) -> int:
@@ -63,3 +63,10 @@ def head_number(index) -> int:
 def check_count(value, what: str, minimum: int = 1) -> int:
     """A positive count (samples, epochs, tokens): an integer >= ``minimum``."""
     return _in_range(value, minimum, 2**62, what)
+
+
+def check_seed(seed) -> int:
+    """A seed for the helpers' random draws: an integer 0 .. 2**63 - 1 (``seed: int``, never None)."""
+    if seed is None:
+        raise TypeError("seed must be an integer (e.g. seed=0); None is not a seed: results must be reproducible.")
+    return _in_range(seed, 0, 2**63 - 1, "seed")

@@ -24,6 +24,7 @@ from transformers import PreTrainedModel
 
 from .models import check_supported
 from .numbering import head_index, layer_index
+from .text import check_encoding
 
 
 @dataclass
@@ -107,6 +108,7 @@ def run_patched(model: PreTrainedModel, encoding, layer: int, head: int, attenti
 
     encoding: a batch-of-one encoding (``helpers.encode``); attention: (n, n).
     """
+    check_encoding(model, encoding)
     with patch_attention(model, layer, head, attention) as patch:
         result = model(**encoding, output_hidden_states=True)
     if patch.calls != 1:
@@ -127,6 +129,7 @@ def hidden_state_change(model: PreTrainedModel, encoding, layer: int, head: int,
 
     if not isinstance(attentions, torch.Tensor) or attentions.dim() != 3:
         raise ValueError("attentions must be a tensor (m, n, n) of replacements, one per row of the result.")
+    check_encoding(model, encoding)
     reference = torch.stack(model(**encoding, output_hidden_states=True).hidden_states)[:, 0]
     changes = [
         (run_patched(model, encoding, layer, head, replacement) - reference).abs().amax(dim=(1, 2))

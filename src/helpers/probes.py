@@ -19,6 +19,7 @@ so no sequence contributes tokens to both.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from .hidden_tokens import HiddenTokens
+from .numbering import check_seed
 
 MAP_KINDS = ("naive", "linear", "mlp")
 LOSSES = ("l2", "cosine")
@@ -56,14 +58,14 @@ def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
 
 def _check_hidden_state(tokens: HiddenTokens, hidden_state: int) -> int:
     """The tensor index of ``hidden_state`` (0..L; negative counts from the end, -1 = L)."""
-    if isinstance(hidden_state, bool) or not isinstance(hidden_state, int):
+    if isinstance(hidden_state, bool) or not isinstance(hidden_state, numbers.Integral):
         raise TypeError(f"hidden_state must be an integer, got {type(hidden_state).__name__} {hidden_state!r}.")
     if not -tokens.hidden.shape[0] <= hidden_state < tokens.hidden.shape[0]:
         raise ValueError(
             f"hidden_state {hidden_state} is out of range: the tokens hold hidden states 0..{tokens.layers} "
             "(0 = the embedding output)."
         )
-    return hidden_state % tokens.hidden.shape[0]
+    return int(hidden_state) % tokens.hidden.shape[0]
 
 
 # --------------------------------------------------------------------------- maps
@@ -172,6 +174,7 @@ def fit_map(
     _check_choice(kind, MAP_KINDS, "map kind")
     _check_choice(loss, LOSSES, "loss")
     _check_pairs(hidden, targets)
+    seed = check_seed(seed)
     hidden, targets = hidden.float(), targets.float()
     if kind == "naive":
         if hidden.shape[1] != targets.shape[1]:
@@ -357,6 +360,7 @@ def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: in
     """
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction}.")
+    seed = check_seed(seed)
     ids = tokens.sentence_ids
     if len(ids) < 2:
         raise ValueError(f"Splitting needs at least two sequences, got {len(ids)}.")
@@ -503,6 +507,7 @@ def fraction_curve(
     from tqdm.auto import tqdm
 
     _check_disjoint(train, test)
+    seed = check_seed(seed)
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise ValueError(f"fractions must be non-empty and each in (0, 1]; got {list(fractions)}.")
     ids = train.sentence_ids

@@ -6,6 +6,7 @@ length. The maths lives in the method modules; this module only loops.
 """
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,9 +24,9 @@ from .hidden_tokens import collect_hidden_tokens
 from .internals import capture
 from .linalg import DEFAULT_RTOL, numerical_rank, pearson
 from .nullspace import check_matrices, ranks_of
-from .numbering import head_number, layer_number
+from .numbering import check_seed, head_number, layer_number
 from .probes import identifiability_rate
-from .text import check_single_sequence, encode, prefix_encoding, tokens_of
+from .text import check_single_sequence, encode, prefix_encoding, text_pair_of, tokens_of
 from .tokens import attention_to, token_classes
 
 __all__ = ["rank_sweep", "effective_attention_sweep", "attribute_examples"]
@@ -55,13 +56,16 @@ def rank_sweep(
     ``null_dim_<name> = n - rank_<name>``. ``n`` is the prefix length, layers
     count 1..L and heads 1..h.
     """
+    lengths = list(lengths)
+    if any(isinstance(length, bool) or not isinstance(length, numbers.Integral) for length in lengths):
+        raise TypeError(f"lengths must be integers (token counts); got {lengths!r}.")
     lengths = sorted({int(length) for length in lengths})
     if not lengths or lengths[0] < 2:
         raise ValueError(f"lengths must be integers >= 2; got {lengths}.")
     if not encodings:
         raise ValueError("encodings is empty: give at least one encoded text.")
     check_matrices(matrices)
-    if per_text is not None and (not isinstance(per_text, int) or per_text < 1):
+    if per_text is not None and (isinstance(per_text, bool) or not isinstance(per_text, numbers.Integral) or per_text < 1):
         raise ValueError(f"per_text must be a positive int or None; got {per_text!r}.")
     jobs = []
     for t, enc in enumerate(encodings):
@@ -87,6 +91,18 @@ def rank_sweep(
     return pd.DataFrame(rows)
 
 
+def _records(examples) -> list:
+    """The records of a corpus as a list: Examples, strings or (text, text_pair) tuples; never one bare text."""
+    if isinstance(examples, (str, tuple)) or hasattr(examples, "text_a"):
+        raise TypeError("examples must be a list of records (Examples, strings or pairs); wrap a single one in a list.")
+    records = list(examples)
+    if not records:
+        raise ValueError("No examples given: pass at least one record.")
+    for index, record in enumerate(records):
+        text_pair_of(record, index)  # a clear error for a bad record before any model runs
+    return records
+
+
 def effective_attention_sweep(
     model,
     tokenizer,
@@ -98,7 +114,8 @@ def effective_attention_sweep(
 
     Args:
         model, tokenizer: from ``helpers.load_model``.
-        examples: ``helpers.Example`` records (text_a, optional text_b).
+        examples: ``helpers.Example`` records (text_a, optional text_b), strings or
+            ``(text, text_pair)`` tuples.
         rtol: rank tolerance, relative to the largest singular value.
         progress: show a tqdm bar.
 
@@ -108,12 +125,12 @@ def effective_attention_sweep(
         class ``c`` of ``helpers.tokens.token_classes``, ``raw_c`` and ``effective_c``
         (``helpers.tokens.attention_to``). Layers and heads count from 1.
     """
-    if len(examples) == 0:
-        raise ValueError("No examples to sweep.")
+    records = _records(examples)
     rows = []
     full_row_rank = None  # the weights, hence the ranks of H, are the same for every example
-    for example in tqdm(examples, disable=not progress, desc="effective attention"):
-        encoding = encode(tokenizer, example.text_a, example.text_b, model=model)
+    for index, example in enumerate(tqdm(records, disable=not progress, desc="effective attention")):
+        text_a, text_b = text_pair_of(example, index)
+        encoding = encode(tokenizer, text_a, text_b, model=model)
         internals = capture(model, encoding)
         A = internals.A
         if full_row_rank is None:
@@ -134,8 +151,8 @@ def effective_attention_sweep(
         frame.update({key: value.reshape(-1).double().cpu().numpy() for key, value in columns.items()})
         part = pd.DataFrame(frame)
         part.insert(0, "n", internals.n)
-        part.insert(0, "source", example.source)
-        part.insert(0, "id", example.id)
+        part.insert(0, "source", getattr(example, "source", "given text"))
+        part.insert(0, "id", getattr(example, "id", str(index)))
         rows.append(part)
     table = pd.concat(rows, ignore_index=True)
     table["rank"] = table["rank"].astype(int)
@@ -156,13 +173,14 @@ def attribute_examples(
 
     Example k uses seed ``seed + k``, so estimates are reproducible and independent.
     """
-    examples = list(examples)
+    examples = _records(examples)
+    seed = check_seed(seed)
     iterator = examples
     if progress:
         iterator = tqdm(examples, desc=f"attribution ({method})", unit="example")
     results = []
     for index, example in enumerate(iterator):
-        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
         results.append(
             hidden_token_attribution(model, encoding, method=method, samples=samples, seed=seed + index, progress=False)
         )
