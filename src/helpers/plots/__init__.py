@@ -23,3 +23,6 @@ from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
 # ---- issue 12: word classes (chapter 6)
 from .word_classes import plot_self_contribution_by_class
+
+# ---- issue 12 part 2: do the keys allow the alternatives? (chapter 3)
+from .keys import plot_centred_log_spectra
