@@ -119,3 +119,18 @@ def test_bad_inputs():
         keys.producible_dimension(Q, K, T, max_entries=10)
     with pytest.raises(ValueError, match="non-negative"):
         keys.dimension_count(-1, 2, 2)
+
+
+# ---- chapter 3: the known answer when d_k >= n (every positive attention matrix is producible)
+def test_d_k_at_least_n_allows_every_alternative(one_thread):
+    n = 6
+    for d_k in (n, n + 3):
+        Q, K, T = _random_qk(n, d_k, 4, seed=6, scale=0.5)
+        A = helpers.attention_from_qk(Q, K)
+        family = helpers.alternative_family(A, T, fractions=[0.5], seed=0)
+        target = family.attentions[0]
+        assert float(keys.logit_rank_distance(target, d_k)) < 1e-12  # nothing beyond d_k >= n singular values
+        found = keys.producible_alternative(Q, K, T, target, steps=200)
+        assert found.output_error < 1e-8 and found.rank_distance < 1e-12
+        assert found.toward_target > 0.99  # it reaches the null-space alternative itself
+        assert float((found.attention - target).abs().max()) < 1e-4
