@@ -26,9 +26,6 @@ from .decoder import plot_causal_null_dimensions, plot_sink
 # ---- issue 12: word classes (chapter 6)
 from .word_classes import plot_self_contribution_by_class
 
-<<<<<<< HEAD
 from .mixing import plot_agreement, plot_cost, plot_leave_one_out
-=======
 # ---- issue 12 part 2: do the keys allow the alternatives? (chapter 3)
 from .keys import plot_centred_log_spectra
->>>>>>> ch3
