@@ -21,6 +21,7 @@ brackets for scale):
 No timed asserts: timings depend on the machine. The differences must be tiny.
 Run from the repository root: .venv/bin/python benchmarks/bench_attribution.py [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,10 @@ def main() -> None:
     arch = helpers.describe(model)
     d, L, f = arch.d, arch.layers, model.config.intermediate_size
     rate = gemm_rate(d)
-    print(f"model {arch.name}: {L} layers, d = {d}; {args.threads} thread(s); "
-          f"plain matrix product: {rate / 1e9:.0f} GFLOP/s")
+    print(
+        f"model {arch.name}: {L} layers, d = {d}; {args.threads} thread(s); "
+        f"plain matrix product: {rate / 1e9:.0f} GFLOP/s"
+    )
 
     # 1. exact against the naive loop and generic forward mode, on a short input
     encoding = helpers.encode(tokenizer, SHORT, model=model)
@@ -92,8 +95,10 @@ def main() -> None:
     print(f"   generic vmap-jvp / exact forward mode {t_generic / t_exact:7.1f} x   ({t_generic:.1f} s)")
     print(f"   max |naive - exact| / max norm        {float((naive - exact.norms).abs().max()) / scale:.1e}")
     print(f"   max |generic - exact| / max norm      {float((generic - exact.norms).abs().max()) / scale:.1e}")
-    print(f"   max |contribution difference|         "
-          f"{float((attribution.contributions_from_norms(naive) - exact.contributions).abs().max()):.1e}")
+    print(
+        f"   max |contribution difference|         "
+        f"{float((attribution.contributions_from_norms(naive) - exact.contributions).abs().max()):.1e}"
+    )
 
     # 2. exact on a medium sentence, and right after it, one batched JVP of each kind
     encoding = helpers.encode(tokenizer, MEDIUM, model=model)
@@ -111,8 +116,10 @@ def main() -> None:
 
     basis = torch.zeros(d, n, d)
     basis[:, 1] = torch.eye(d)
-    generic_push = vmap(lambda t: jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs),
-                                      (x,), (t,))[1])
+    generic_push = vmap(
+        lambda t: jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs), (x,), (t,))[1]
+    )
+
     def ours_push():
         return drain(jacobians.push_tangents(lin, torch.ones(d, dtype=torch.long), torch.eye(d)))
 
@@ -126,19 +133,24 @@ def main() -> None:
     print(f"\n2. exact mode on a {n}-token sentence ({t_exact:.1f} s): {n * d} JVPs in chunks of {B}")
     print(f"   bound (n d x one batched JVP) / exact time           {bound / t_exact:6.1%}")
     print(f"   forming the per-token FFN Jacobians / exact time     {t_prepare / t_exact:6.1%}")
-    print(f"   arithmetic rate / plain matrix product               {flops / t_exact / rate:6.1%}"
-          f"   ({flops / 1e12:.2f} TFLOP)")
+    print(
+        f"   arithmetic rate / plain matrix product               {flops / t_exact / rate:6.1%}"
+        f"   ({flops / 1e12:.2f} TFLOP)"
+    )
     print(f"   one token's {d} JVPs, generic vmap-jvp / ours        {t_generic_token / t_ours_token:6.1f} x")
 
     # 3. estimate against exact on the same sentence
-    print(f"\n3. the estimate on the same sentence")
+    print("\n3. the estimate on the same sentence")
     print(f"   {'probes':>6} {'time / exact':>13} {'median rel. err':>16} {'p95 rel. err':>13} {'same top input':>15}")
     for probes in (8, 32, 128):
-        t_estimate, estimate = timed(attribution.hidden_token_attribution, model, encoding, method="estimate",
-                                     samples=probes, progress=False)
+        t_estimate, estimate = timed(
+            attribution.hidden_token_attribution, model, encoding, method="estimate", samples=probes, progress=False
+        )
         c = attribution.compare_attributions(estimate, exact)
-        print(f"   {probes:>6} {t_estimate / t_exact:>13.3f} {c['median_relative_error']:>16.2%} "
-              f"{c['p95_relative_error']:>13.2%} {c['top_agreement']:>15.1%}")
+        print(
+            f"   {probes:>6} {t_estimate / t_exact:>13.3f} {c['median_relative_error']:>16.2%} "
+            f"{c['p95_relative_error']:>13.2%} {c['top_agreement']:>15.1%}"
+        )
 
     # 4. the issue's reference size: ~64 tokens
     pairs = helpers.load_corpus("pairs")
@@ -146,8 +158,9 @@ def main() -> None:
     example = lengths[min(lengths, key=lambda m: (abs(m - 64), m))]
     encoding = helpers.encode(tokenizer, example.text_a, example.text_b, model=model)
     n = encoding["input_ids"].shape[1]
-    t_estimate, _ = timed(attribution.hidden_token_attribution, model, encoding, method="estimate", samples=32,
-                          progress=False)
+    t_estimate, _ = timed(
+        attribution.hidden_token_attribution, model, encoding, method="estimate", samples=32, progress=False
+    )
     internals = helpers.capture(model, encoding)
     lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
@@ -156,11 +169,15 @@ def main() -> None:
     directions = torch.eye(d)[torch.arange(B) % d]
     t_chunk = best_of(2, lambda: drain(jacobians.push_tangents(lin, token, directions)))
     projected = t_prepare + math.ceil(n * d / B) * t_chunk
-    print(f"\n4. a {n}-token sentence pair (the issue measured 64 tokens: exact ~12 min, naive ~30 min, "
-          f"32-probe estimate ~35 s)")
+    print(
+        f"\n4. a {n}-token sentence pair (the issue measured 64 tokens: exact ~12 min, naive ~30 min, "
+        f"32-probe estimate ~35 s)"
+    )
     print(f"   32-probe estimate            {t_estimate:7.1f} s")
-    print(f"   exact, projected from one chunk of {B} tangents: {projected:7.1f} s  "
-          f"(= {projected / 60:.1f} min; estimate / exact {t_estimate / projected:.3f})")
+    print(
+        f"   exact, projected from one chunk of {B} tangents: {projected:7.1f} s  "
+        f"(= {projected / 60:.1f} min; estimate / exact {t_estimate / projected:.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ absolute difference between their results. No timed asserts.
 
 Run from the repository root: .venv/bin/python benchmarks/bench_causal.py [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,12 @@ def main() -> None:
         results = {}
         times = {}
         for method in ("svd", "gram"):
-            run = lambda: results.__setitem__(method, causal_effective_attention(A, V=V, H=H, groups=groups, method=method))
+
+            def run(method=method, A=A, V=V, H=H, groups=groups, results=results):
+                return results.__setitem__(
+                    method, causal_effective_attention(A, V=V, H=H, groups=groups, method=method)
+                )
+
             times[method] = best_time(run, args.repeats)
         difference = float((results["gram"].effective - results["svd"].effective).abs().max())
         print(f"{n:>5} {times['svd'] / times['gram']:>21.1f}x {difference:>18.1e}")

@@ -13,6 +13,7 @@ timed asserts: timings depend on the machine; the differences must be tiny.
 
 Run from the repository root: .venv/bin/python benchmarks/bench_effective.py [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,10 @@ def main() -> None:
     chosen = sorted({min(lengths, key=lambda n: abs(n - t)) for t in targets})
 
     arch = helpers.describe(model)
-    print(f"model {arch.name}: {arch.layers} layers x {arch.heads} heads, d = {arch.d}, d_v = {arch.d_v}; "
-          f"{args.threads} thread(s), best of {args.repeats}")
+    print(
+        f"model {arch.name}: {arch.layers} layers x {arch.heads} heads, d = {arch.d}, d_v = {arch.d_v}; "
+        f"{args.threads} thread(s), best of {args.repeats}"
+    )
     print(f"{'n':>5} {'loop / V':>10} {'T / V':>8} {'max|loop - V|':>15} {'max|T - V|':>12}")
     for n in chosen:
         a, b = lengths[n]

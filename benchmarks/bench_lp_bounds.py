@@ -3,6 +3,7 @@
 One real head (layer 3, head 1) of a 64-token prefix of the first passage. Prints the
 time ratio measured in this run and the largest disagreement between the two paths.
 """
+
 import time
 
 import torch
@@ -25,6 +26,6 @@ brute = helpers.attention_bounds(A, T, method="highs", progress=False)
 brute_seconds = time.perf_counter() - start
 
 difference = max((fast.lower - brute.lower).abs().max(), (fast.upper - brute.upper).abs().max())
-print(f"LP bounds, one head, n = {internals.n} ({internals.n ** 2} weights, {2 * internals.n ** 2} LPs by brute force)")
+print(f"LP bounds, one head, n = {internals.n} ({internals.n**2} weights, {2 * internals.n**2} LPs by brute force)")
 print(f"  two HiGHS LPs per weight / warm-started exact path: time ratio {brute_seconds / fast_seconds:.1f}x")
 print(f"  max |difference| between the two paths: {float(difference):.1e}")

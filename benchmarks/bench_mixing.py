@@ -13,6 +13,7 @@ On the bundled model and the first book-corpus pair of 40-60 tokens, measured in
 Exact HTA of a 40-60 token pair takes minutes on 2 CPU cores.
 Run from the repository root: .venv/bin/python benchmarks/bench_mixing.py [--threads N] [--device cuda]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,10 +49,14 @@ def main() -> None:
 
     exact_seconds, exact = timed(mixing.context_mixing, model, encoding, "hta")
     print(f"\n1. exact HTA: {exact_seconds:.1f} s")
-    print(f"{'samples':>8} {'cost / exact':>13} {'median rel. error':>18} {'p95 rel. error':>15} {'median row Spearman':>20}")
+    print(
+        f"{'samples':>8} {'cost / exact':>13} {'median rel. error':>18} {'p95 rel. error':>15} {'median row Spearman':>20}"
+    )
     reached = []
     for k in SAMPLES:
-        seconds, estimate = timed(mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k, seed=0)
+        seconds, estimate = timed(
+            mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k, seed=0
+        )
         relative = ((estimate.scores - exact.scores).abs() / exact.scores).flatten()
         median, p95 = relative.median().item(), relative.quantile(0.95).item()
         rho = mixing.row_spearman(estimate.scores, exact.scores).median().item()
@@ -65,18 +70,28 @@ def main() -> None:
     globenc_seconds = paper.HTA["globenc_hta_seconds_for_256_examples"] / 256
     rows = [("hta (exact)", exact_seconds)]
     for k in (4, 32):
-        rows.append((f"hta (estimate, {k} samples)", timed(mixing.context_mixing, model, encoding, "hta",
-                                                           estimator="estimate", samples=k)[0]))
+        rows.append(
+            (
+                f"hta (estimate, {k} samples)",
+                timed(mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k)[0],
+            )
+        )
     rows.append(("hta_local (estimate, 8 samples)", timed(mixing.local_hta, model, encoding, samples=8)[0]))
     for method in mixing.LOCAL_METHODS:
         rows.append((f"{method} rollout", timed(mixing.context_mixing, model, encoding, method, rollout=True)[0]))
         if method in mixing.NORM_METHODS:
-            rows.append((f"{method}+eff rollout",
-                         timed(mixing.context_mixing, model, encoding, method, rollout=True, effective=True)[0]))
+            rows.append(
+                (
+                    f"{method}+eff rollout",
+                    timed(mixing.context_mixing, model, encoding, method, rollout=True, effective=True)[0],
+                )
+            )
     rows.append(("grad_input", timed(mixing.context_mixing, model, encoding, "grad_input")[0]))
     for name, seconds in rows:
         print(f"{name:>34}: {seconds:8.3f} s  ({seconds / exact_seconds:.4f} x exact HTA)")
-    print(f"{'GlobEnc reported, its Jacobian':>34}: {globenc_seconds:8.1f} s per example (BERT-Base, SST-2, their hardware)")
+    print(
+        f"{'GlobEnc reported, its Jacobian':>34}: {globenc_seconds:8.1f} s per example (BERT-Base, SST-2, their hardware)"
+    )
 
 
 if __name__ == "__main__":

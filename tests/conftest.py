@@ -1,4 +1,5 @@
 """Shared fixtures: tiny random BERT models built in code, and the bundled real model."""
+
 from __future__ import annotations
 
 import pytest

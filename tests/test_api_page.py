@@ -7,6 +7,7 @@ the code), and must be one that autodoc renders there (in the module's ``__all__
 has one, defined in that module). The book's config documents undocumented
 members too (``undoc-members``); the last test checks the built page itself.
 """
+
 from __future__ import annotations
 
 import ast

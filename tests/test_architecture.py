@@ -4,6 +4,7 @@
   widget library and calls no model or corpus loader.
 * No module imports another module's private (underscored) names.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,8 +15,19 @@ import pytest
 import helpers
 
 SRC = Path(helpers.__file__).parent
-METHOD_MODULES = ("linalg", "nullspace", "lp_bounds", "effective", "tokens", "attribution", "jacobians",
-                  "probes", "numbering", "paper", "reference")
+METHOD_MODULES = (
+    "linalg",
+    "nullspace",
+    "lp_bounds",
+    "effective",
+    "tokens",
+    "attribution",
+    "jacobians",
+    "probes",
+    "numbering",
+    "paper",
+    "reference",
+)
 FORBIDDEN_IMPORTS = ("matplotlib", "seaborn", "ipywidgets", "IPython", "helpers.plots", "helpers.widgets")
 FORBIDDEN_CALLS = ("load_model", "load_corpus", "load_glue", "from_pretrained")
 
@@ -50,13 +62,21 @@ def called_names(tree: ast.Module) -> set[str]:
 
 
 def forbidden_imports(tree: ast.Module) -> list[str]:
-    return sorted(name for name in imported_modules(tree)
-                  if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_IMPORTS))
+    return sorted(
+        name
+        for name in imported_modules(tree)
+        if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_IMPORTS)
+    )
 
 
 def private_imports(tree: ast.Module) -> list[str]:
-    return sorted(f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                  for alias in node.names if alias.name.startswith("_") and node.module != "__future__")
+    return sorted(
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_") and node.module != "__future__"
+    )
 
 
 @pytest.mark.parametrize("module", METHOD_MODULES)
@@ -72,8 +92,10 @@ def test_no_module_imports_private_names(path):
 
 
 def test_the_rules_catch_what_they_forbid():
-    bad = ast.parse("import matplotlib.pyplot as plt\nfrom .plots import token_heatmap\n"
-                    "from .linalg import _check\nmodel = load_model()\nAutoModel.from_pretrained('x')\n")
+    bad = ast.parse(
+        "import matplotlib.pyplot as plt\nfrom .plots import token_heatmap\n"
+        "from .linalg import _check\nmodel = load_model()\nAutoModel.from_pretrained('x')\n"
+    )
     assert forbidden_imports(bad) == ["helpers.plots", "helpers.plots.token_heatmap", "matplotlib.pyplot"]
     assert called_names(bad) >= {"load_model", "from_pretrained"}
     assert private_imports(bad) == ["linalg._check"]

@@ -1,4 +1,5 @@
 """Hidden Token Attribution: forward-mode Jacobian block norms against brute force, and the summaries."""
+
 import pytest
 import torch
 
@@ -45,8 +46,9 @@ def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
     per_layer_mb = lin.n * lin.d**2 * 8 / 2**20
     assert jacobians.prepare_ffn_jacobians(lin, 10**6, memory_mb=3 * per_layer_mb) == 1  # only layer 1 fits
     for chunk_size in (1, 5, 1000):
-        squeezed = jacobians.block_norms(lin, explicit_ffn=True, memory_mb=3 * per_layer_mb, chunk_size=chunk_size,
-                                         progress=False)
+        squeezed = jacobians.block_norms(
+            lin, explicit_ffn=True, memory_mb=3 * per_layer_mb, chunk_size=chunk_size, progress=False
+        )
         assert torch.allclose(squeezed, full, rtol=1e-10)
 
 
@@ -64,8 +66,12 @@ def test_dense_tangents_equal_jacobian_vector_products(tiny64, tokenizer):
     lin = jacobians.linearise(tiny64, x, reference=hidden)
     tangents = torch.randn(3, *x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(1))
     expected = torch.stack(
-        [torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(tiny64, inputs), (x,), (t,))[1]
-         for t in tangents], dim=1)  # (L, 3, n, d)
+        [
+            torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(tiny64, inputs), (x,), (t,))[1]
+            for t in tangents
+        ],
+        dim=1,
+    )  # (L, 3, n, d)
     for explicit in (True, False):
         assert jacobians.prepare_ffn_jacobians(lin, tangents=1, explicit=explicit) == (2 if explicit else 0)
         assert torch.allclose(jacobians.hidden_state_tangents(lin, tangents), expected, atol=1e-10)
@@ -74,8 +80,9 @@ def test_dense_tangents_equal_jacobian_vector_products(tiny64, tokenizer):
 def test_reference_implementations_agree(tiny64, tokenizer):
     _, x, _ = _x_and_reference(tiny64, tokenizer, "A short one.")
     brute = jacobians_reference.brute_force_block_norms(tiny64, x)
-    assert torch.allclose(jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=2, token=1), brute[1, 1],
-                          atol=1e-10)
+    assert torch.allclose(
+        jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=2, token=1), brute[1, 1], atol=1e-10
+    )
     with pytest.raises(ValueError, match="layer"):
         jacobians_reference.reverse_mode_row_norms(tiny64, x, layer=3, token=1)
     with pytest.raises(ValueError, match="token"):
@@ -83,8 +90,9 @@ def test_reference_implementations_agree(tiny64, tokenizer):
     with pytest.raises(ValueError, match="eval"):
         jacobians_reference.encoder_hidden_states(make_tiny_bert().train(), x.float())
     assert torch.allclose(jacobians_reference.naive_block_norms(tiny64, x, progress=False), brute, atol=1e-10)
-    assert torch.allclose(jacobians_reference.functorch_block_norms(tiny64, x, chunk_size=50, progress=False), brute,
-                          atol=1e-10)
+    assert torch.allclose(
+        jacobians_reference.functorch_block_norms(tiny64, x, chunk_size=50, progress=False), brute, atol=1e-10
+    )
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +112,12 @@ def test_exact_on_the_real_model_equals_autograd_rows(real_short):
     lin = jacobians.linearise(model, x, reference=hidden)
     tangents = torch.randn(2, *x.shape, generator=torch.Generator().manual_seed(0))
     expected = torch.stack(
-        [torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs), (x,), (t,))[1]
-         for t in tangents], dim=1)
+        [
+            torch.func.jvp(lambda inputs: jacobians_reference.encoder_hidden_states(model, inputs), (x,), (t,))[1]
+            for t in tangents
+        ],
+        dim=1,
+    )
     got = jacobians.hidden_state_tangents(lin, tangents)
     assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
 
@@ -162,11 +174,15 @@ def test_estimate_converges_to_exact_as_probes_grow(tiny64, tokenizer):
     errors = []
     for probes in (2, 8, 24):
         # average over seeds so the trend is the estimator's, not one draw's
-        errors.append(sum(
-            hta.compare_attributions(
-                hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=probes, seed=s, progress=False), exact
-            )["median_relative_error"] for s in range(3)
-        ))
+        errors.append(
+            sum(
+                hta.compare_attributions(
+                    hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=probes, seed=s, progress=False),
+                    exact,
+                )["median_relative_error"]
+                for s in range(3)
+            )
+        )
     assert errors[0] > errors[1] > errors[2] > 0
     full = hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=32, progress=False)  # k = d: exact
     assert torch.allclose(full.contributions, exact.contributions, atol=1e-10)
@@ -174,8 +190,10 @@ def test_estimate_converges_to_exact_as_probes_grow(tiny64, tokenizer):
 
 def test_estimate_is_seeded(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, SHORT, model=tiny_model)
-    first, again, other = (hta.hidden_token_attribution(tiny_model, encoding, "estimate", samples=3, seed=s,
-                                                        progress=False) for s in (0, 0, 1))
+    first, again, other = (
+        hta.hidden_token_attribution(tiny_model, encoding, "estimate", samples=3, seed=s, progress=False)
+        for s in (0, 0, 1)
+    )
     assert torch.equal(first.norms, again.norms)
     assert not torch.allclose(first.norms, other.norms)
 
@@ -345,8 +363,7 @@ def test_share_own_input_not_largest_counts_hidden_tokens_per_layer(pair_result)
 
 def test_compare_attributions(pair_result, tokenizer):
     same = hta.compare_attributions(pair_result, pair_result)
-    assert same == {"median_relative_error": 0.0, "p95_relative_error": 0.0, "max_abs_error": 0.0,
-                    "top_agreement": 1.0}
+    assert same == {"median_relative_error": 0.0, "p95_relative_error": 0.0, "max_abs_error": 0.0, "top_agreement": 1.0}
     other = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
     with pytest.raises(ValueError, match="different"):
         hta.compare_attributions(other, pair_result)
@@ -364,8 +381,11 @@ def test_tables(pair_result):
     n = pair_result.n
     left_far = distance[(distance["group"] == "left 11+")].set_index("layer")
     pairs_left_far = sum(max(0, i - 10) for i in range(n))  # j <= i - 11
-    assert torch.allclose(torch.tensor(left_far["per_token"].to_numpy() * 2 * pairs_left_far),
-                          torch.tensor(left_far["contribution"].to_numpy() * 2 * n), atol=1e-6)
+    assert torch.allclose(
+        torch.tensor(left_far["per_token"].to_numpy() * 2 * pairs_left_far),
+        torch.tensor(left_far["contribution"].to_numpy() * 2 * n),
+        atol=1e-6,
+    )
     segments, around = hta.cls_table(results, window=2)
     assert segments.groupby("layer")["contribution"].sum().sub(1).abs().max() < 1e-6
     assert sorted(around["offset"].unique()) == [-2, -1, 0, 1, 2]
@@ -384,8 +404,9 @@ def test_paper_layer_maps_by_relative_depth():
 def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
     import matplotlib.pyplot as plt
 
-    estimate = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), "estimate", samples=3,
-                                            progress=False)
+    estimate = hta.hidden_token_attribution(
+        make_tiny_bert(), helpers.encode(tokenizer, SHORT), "estimate", samples=3, progress=False
+    )
     exact = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
     axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layers=(1,))
     assert "3 samples per token" in axes[0].figure._suptitle.get_text()

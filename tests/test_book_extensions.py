@@ -1,4 +1,5 @@
 """The book's two small Sphinx extensions (book/_ext): plain-text docstrings and one copy of each script."""
+
 from __future__ import annotations
 
 import sys
@@ -37,6 +38,16 @@ class _Script(str):
 
 
 def test_repeated_inline_scripts_are_dropped():
-    scripts = [_Script("a.js"), _Script(None, "const X = 1"), _Script("", "const X = 1"), _Script("a.js"), _Script(None, "other")]
+    scripts = [
+        _Script("a.js"),
+        _Script(None, "const X = 1"),
+        _Script("", "const X = 1"),
+        _Script("a.js"),
+        _Script(None, "other"),
+    ]
     kept = unique_scripts.unique(scripts)
-    assert [(s.filename, s.attributes.get("body")) for s in kept] == [("a.js", None), (None, "const X = 1"), (None, "other")]
+    assert [(s.filename, s.attributes.get("body")) for s in kept] == [
+        ("a.js", None),
+        (None, "const X = 1"),
+        (None, "other"),
+    ]

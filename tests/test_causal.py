@@ -1,4 +1,5 @@
 """Causal effective attention (helpers.causal) against a slow per-row reference, and its properties."""
+
 from __future__ import annotations
 
 import pytest
@@ -103,8 +104,9 @@ def test_bad_inputs_are_clear_errors():
 
 
 def test_on_a_captured_tiny_llama_with_grouped_heads(one_thread):
-    from .test_families import encoding, make_tiny
     from helpers.internals import capture_generic
+
+    from .test_families import encoding, make_tiny
 
     internals = capture_generic(make_tiny("llama"), encoding(n=20))
     eff = causal_effective_attention(internals.A, V=internals.V, H=internals.H, groups=internals.groups).effective
@@ -131,15 +133,27 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
     from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
     from .test_families import _widen
 
-    model = _widen(LlamaModel(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                          num_key_value_heads=2, intermediate_size=64, vocab_size=30522,
-                                          max_position_embeddings=256, attn_implementation="eager")))
+    model = _widen(
+        LlamaModel(
+            LlamaConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=64,
+                vocab_size=30522,
+                max_position_embeddings=256,
+                attn_implementation="eager",
+            )
+        )
+    )
     table = helpers.sink_sweep(model, tokenizer, [LONG_TEXT, SENTENCE + " " + SENTENCE])
     assert len(table) == 2 * 2 * 4 and set(table["layer"]) == {1, 2} and set(table["head"]) == {1, 2, 3, 4}
     assert set(table["kv_head"]) == {1, 2}
     internals = helpers.capture(model, helpers.encode(tokenizer, LONG_TEXT))
-    assert float(table.loc[(table["text"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]) == pytest.approx(
-        float(internals.A[1, 2, 8:, 0].sum()), abs=1e-6)
+    assert float(
+        table.loc[(table["text"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]
+    ) == pytest.approx(float(internals.A[1, 2, 8:, 0].sum()), abs=1e-6)
     by_layer = helpers.summarise_sink(table, by=["layer"])
     assert list(by_layer["layer"]) == [1, 2]
     first = table[table.layer == 1]

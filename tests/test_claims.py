@@ -1,4 +1,5 @@
 """The claims scoreboard: registration, the strict and report modes, the records the report reads."""
+
 import json
 
 import numpy as np

@@ -4,6 +4,7 @@
 output), and every value in range is used: run on a tiny model whose L and h
 differ, so a 0-based table or swapped columns fail.
 """
+
 from __future__ import annotations
 
 import pandas as pd

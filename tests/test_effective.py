@@ -1,6 +1,5 @@
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
@@ -9,7 +8,7 @@ from helpers.effective import effective_attention, effective_attention_of
 from helpers.linalg import pearson, range_basis
 from helpers.reference import effective_attention_loop
 from helpers.sweeps import effective_attention_sweep
-from helpers.tokens import attention_to, summarise_token_classes, token_classes
+from helpers.tokens import summarise_token_classes
 
 from .conftest import LONG_TEXT, SENTENCE
 
@@ -200,8 +199,10 @@ def test_plots_draw_and_reject_bad_input(real_model):
     import pandas as pd
 
     model, tokenizer = real_model
-    examples = [helpers.Example("short", SENTENCE, None, None, "test"),
-                helpers.Example("long", LONG_TEXT, None, None, "test")]
+    examples = [
+        helpers.Example("short", SENTENCE, None, None, "test"),
+        helpers.Example("long", LONG_TEXT, None, None, "test"),
+    ]
     table = effective_attention_sweep(model, tokenizer, examples, progress=False)
     A, V, H, T = random_head(batch=(), n=12)
     split = effective_attention(A, T)
@@ -210,7 +211,11 @@ def test_plots_draw_and_reject_bad_input(real_model):
     fig = helpers.plots.plot_correlation_vs_length(table, d_v=32, source="test")
     assert len(fig.axes) == 2 and "test" in fig._suptitle.get_text()
     fig = helpers.plots.plot_token_class_attention(summarise_token_classes(table))
-    assert [ax.get_title() for ax in fig.axes] == ["attention to [CLS]", "attention to [SEP]", "attention to punctuation"]
+    assert [ax.get_title() for ax in fig.axes] == [
+        "attention to [CLS]",
+        "attention to [SEP]",
+        "attention to punctuation",
+    ]
     plt.close("all")
     with pytest.raises(ValueError, match="one shape"):
         helpers.plots.plot_attention_split(A, split.effective[:-1], split.null)

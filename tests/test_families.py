@@ -1,4 +1,5 @@
 """The generic capture on tiny random models of every supported family (helpers.families, helpers.attention_capture)."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,23 +30,47 @@ def make_tiny(family: str, attn_implementation: str = "eager"):
 
     torch.manual_seed(0)
     common = dict(vocab_size=1000, attn_implementation=attn_implementation)
-    bert_like = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                     max_position_embeddings=64, **common)
+    bert_like = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **common,
+    )
     builders = {
         "bert": lambda: tf.BertModel(tf.BertConfig(**bert_like), add_pooling_layer=False),
         "roberta": lambda: tf.RobertaModel(tf.RobertaConfig(**bert_like), add_pooling_layer=False),
         "electra": lambda: tf.ElectraModel(tf.ElectraConfig(embedding_size=16, **bert_like)),
-        "distilbert": lambda: tf.DistilBertModel(tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-                                                                     max_position_embeddings=64, **common)),
-        "albert": lambda: tf.AlbertModel(tf.AlbertConfig(embedding_size=16, **{**bert_like, "num_hidden_layers": 3}),
-                                         add_pooling_layer=False),
+        "distilbert": lambda: tf.DistilBertModel(
+            tf.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=64, **common)
+        ),
+        "albert": lambda: tf.AlbertModel(
+            tf.AlbertConfig(embedding_size=16, **{**bert_like, "num_hidden_layers": 3}), add_pooling_layer=False
+        ),
         "gpt2": lambda: tf.GPT2Model(tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, **common)),
-        "llama": lambda: tf.LlamaModel(tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                                      num_key_value_heads=2, intermediate_size=64,
-                                                      max_position_embeddings=64, **common)),
-        "qwen2": lambda: tf.Qwen2Model(tf.Qwen2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                                      num_key_value_heads=2, intermediate_size=64,
-                                                      max_position_embeddings=64, **common)),
+        "llama": lambda: tf.LlamaModel(
+            tf.LlamaConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+                **common,
+            )
+        ),
+        "qwen2": lambda: tf.Qwen2Model(
+            tf.Qwen2Config(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+                **common,
+            )
+        ),
     }
     return _widen(builders[family]())
 
@@ -73,7 +98,9 @@ def captured():
 def test_head_outputs_rebuild_the_attention_block_output(captured, family, one_thread):
     _, internals = captured[family]
     assert internals.family == family
-    torch.testing.assert_close(internals.reconstructed_attention_output(), internals.attention_output, atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        internals.reconstructed_attention_output(), internals.attention_output, atol=1e-5, rtol=0
+    )
 
 
 @pytest.mark.parametrize("family", ALL)
@@ -113,7 +140,9 @@ def test_capture_works_from_a_model_loaded_with_sdpa(family):
     model = make_tiny(family, attn_implementation="sdpa")
     internals = capture_generic(model, encoding())
     assert model.config._attn_implementation == "sdpa"  # restored
-    torch.testing.assert_close(internals.reconstructed_attention_output(), internals.attention_output, atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        internals.reconstructed_attention_output(), internals.attention_output, atol=1e-5, rtol=0
+    )
 
 
 def test_generic_path_matches_the_bert_fast_path(one_thread):
@@ -146,8 +175,15 @@ def test_capture_dispatches_non_bert_models_to_the_generic_path(captured):
 def test_task_model_is_captured_through_its_base_model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=1,
-                         intermediate_size=64, vocab_size=100, attn_implementation="eager")
+    config = LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        vocab_size=100,
+        attn_implementation="eager",
+    )
     internals = capture_generic(LlamaForCausalLM(config).eval(), BatchEncoding({"input_ids": torch.arange(1, 7)[None]}))
     assert internals.kv_heads == 1 and internals.groups == 4
 
@@ -155,8 +191,11 @@ def test_task_model_is_captured_through_its_base_model():
 def test_deberta_is_a_clear_error():
     from transformers import DebertaV2Config, DebertaV2Model
 
-    model = DebertaV2Model(DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                           intermediate_size=64)).eval()
+    model = DebertaV2Model(
+        DebertaV2Config(
+            vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64
+        )
+    ).eval()
     with pytest.raises(families.UnsupportedFamilyError, match="bypassing"):
         capture_generic(model, encoding(n=6))
 

@@ -1,4 +1,5 @@
 """Fine-tuning on sentence pairs: seeded, the loss falls, held-out split, clear errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,13 +38,17 @@ def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
     model = make_tiny_bert(layers=1, heads=2, hidden=16)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     pairs = _pairs(24)
-    runs = [finetune.fine_tune(model, tokenizer, pairs, epochs=8, batch_size=8, learning_rate=3e-2, seed=0)
-            for _ in range(2)]
+    runs = [
+        finetune.fine_tune(model, tokenizer, pairs, epochs=8, batch_size=8, learning_rate=3e-2, seed=0)
+        for _ in range(2)
+    ]
     history = runs[0].history
     assert list(history.columns) == ["epoch", "step", "loss"] and len(history) == 8 * 3
     first, last = history.loss.iloc[:3].mean(), history.loss.iloc[-3:].mean()
     assert last < 0.6 * first
-    for (name, a), b in zip(runs[0].classifier.state_dict().items(), runs[1].classifier.state_dict().values()):
+    for (name, a), b in zip(
+        runs[0].classifier.state_dict().items(), runs[1].classifier.state_dict().values(), strict=False
+    ):
         assert torch.equal(a, b), name
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the caller's model is untouched
     tuned = runs[0].model

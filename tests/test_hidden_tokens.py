@@ -102,8 +102,18 @@ def test_left_padding_is_rejected(tiny_model, tokenizer):
 
 def test_mismatched_fields_are_rejected():
     with pytest.raises(ValueError, match="sentence must have shape"):
-        HiddenTokens(torch.zeros(2, 5, 4), torch.zeros(5, 4), torch.zeros(4, dtype=torch.long),
-                     torch.zeros(5, dtype=torch.long), torch.zeros(5, dtype=torch.long))
+        HiddenTokens(
+            torch.zeros(2, 5, 4),
+            torch.zeros(5, 4),
+            torch.zeros(4, dtype=torch.long),
+            torch.zeros(5, dtype=torch.long),
+            torch.zeros(5, dtype=torch.long),
+        )
     with pytest.raises(ValueError, match="hidden has 6 tokens"):
-        HiddenTokens(torch.zeros(2, 6, 4), torch.zeros(5, 4), torch.zeros(5, dtype=torch.long),
-                     torch.zeros(5, dtype=torch.long), torch.zeros(5, dtype=torch.long))
+        HiddenTokens(
+            torch.zeros(2, 6, 4),
+            torch.zeros(5, 4),
+            torch.zeros(5, dtype=torch.long),
+            torch.zeros(5, dtype=torch.long),
+            torch.zeros(5, dtype=torch.long),
+        )

@@ -21,7 +21,7 @@ def check_identities(model, encoding, atol):
     assert torch.allclose(reconstructed, internals.attention_output, atol=atol)
     # T differs from the paper's E W^V H by the rank-one value-bias term 1 (b^V H)
     paper_T = internals.E[:, None] @ internals.W_V @ internals.H
-    bias_row = (internals.b_V[:, :, None, :] @ internals.H)  # (L, h, 1, d)
+    bias_row = internals.b_V[:, :, None, :] @ internals.H  # (L, h, 1, d)
     assert torch.allclose(internals.T, paper_T + bias_row, atol=atol)
     # each layer's hidden state is what the next layer reads
     assert torch.equal(internals.E, internals.hidden_states[:-1])
@@ -51,8 +51,11 @@ def test_embeddings_are_token_plus_segment_plus_position(tiny_model, tokenizer):
     emb = tiny_model.embeddings
     ids = encoding["input_ids"][0]
     n = ids.shape[0]
-    expected = emb.word_embeddings(ids) + emb.token_type_embeddings(encoding["token_type_ids"][0]) \
+    expected = (
+        emb.word_embeddings(ids)
+        + emb.token_type_embeddings(encoding["token_type_ids"][0])
         + emb.position_embeddings(torch.arange(n))
+    )
     assert torch.allclose(internals.x, expected, atol=1e-6)
 
 

@@ -1,4 +1,5 @@
 """Do the keys allow the alternatives? Rank of the centred log-attention, producible alternatives."""
+
 from __future__ import annotations
 
 import pytest

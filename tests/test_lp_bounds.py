@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 import torch
 
@@ -6,7 +5,6 @@ import helpers
 from helpers import lp_bounds
 
 from .conftest import LONG_TEXT
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -137,7 +135,6 @@ def test_bad_tensors():
         helpers.attention_bounds(A, T * float("nan"), progress=False)
     with pytest.raises(TypeError):
         helpers.attention_bounds(A.numpy(), T, progress=False)
-
 
 
 def test_check_reports_valid_bounds_and_catches_tampering():

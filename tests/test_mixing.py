@@ -1,4 +1,5 @@
 """Context-mixing measures: each against an independent slow implementation (helpers.reference)."""
+
 import pytest
 import torch
 
@@ -65,8 +66,9 @@ def test_norm_scores_follow_their_definitions(setup):
     for i in range(internals.n):
         for j in range(internals.n):
             alti[i, j] = max(0.0, float(y[i].abs().sum() - (y[i] - parts.ln1[i, j]).abs().sum()))
-    assert torch.allclose(mixing.context_mixing(model, encoding, "alti").at(1), mixing.normalise_rows(alti).float(),
-                          atol=1e-6)
+    assert torch.allclose(
+        mixing.context_mixing(model, encoding, "alti").at(1), mixing.normalise_rows(alti).float(), atol=1e-6
+    )
 
 
 def test_value_zeroing_equals_hooked_reruns(setup):
@@ -186,19 +188,32 @@ def test_sweep_tables(tokenizer, one_thread):
     from helpers.data import Example
 
     model = make_tiny_bert(layers=2)
-    examples = [Example(id=f"e{k}", text_a=a, text_b=b, label=None, source="test", topic="test")
-                for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])]
+    examples = [
+        Example(id=f"e{k}", text_a=a, text_b=b, label=None, source="test", topic="test")
+        for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])
+    ]
     measures = (("attention", {}), ("globenc", {}), ("globenc", {"effective": True}))
-    sweep = sweeps.context_mixing_sweep(model, tokenizer, examples, measures=measures,
-                                        hta_options={"estimator": "estimate", "samples": 4},
-                                        local_samples=4, local_examples=1)
+    sweep = sweeps.context_mixing_sweep(
+        model,
+        tokenizer,
+        examples,
+        measures=measures,
+        hta_options={"estimator": "estimate", "samples": 4},
+        local_samples=4,
+        local_examples=1,
+    )
     assert set(sweep.agreement["kind"]) == {"global", "local"}
     assert set(sweep.agreement[sweep.agreement["kind"] == "local"]["example"]) == {"e0"}
     assert sweep.agreement["layer"].between(1, 2).all() and sweep.agreement["rho"].abs().max() <= 1 + 1e-9
     table = sweeps.agreement_table(sweep)
     assert list(table.columns) == [1, 2] and "grad_input" in table.index and "globenc+eff rollout" in table.index
-    assert set(sweep.loo["measure"]) == {"hta", "attention rollout", "globenc rollout", "globenc+eff rollout",
-                                         "grad_input"}
+    assert set(sweep.loo["measure"]) == {
+        "hta",
+        "attention rollout",
+        "globenc rollout",
+        "globenc+eff rollout",
+        "grad_input",
+    }
     cost = sweeps.cost_table(sweep)
     assert cost.loc["hta", "fraction of HTA"] == 1 and (cost["seconds per sentence"] > 0).all()
     with pytest.raises(ValueError, match="kind"):

@@ -54,8 +54,14 @@ def test_non_bert_architecture_is_rejected():
 def test_task_head_model_points_to_its_encoder():
     from transformers import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        attn_implementation="eager",
+    )
     with pytest.raises(UnsupportedModelError, match=r"\.bert"):
         helpers.check_supported(BertForSequenceClassification(config))
 
@@ -84,7 +90,9 @@ def test_load_model_accepts_another_supported_family_from_a_folder(tmp_path):
 def test_load_model_rejects_an_unsupported_family_clearly(tmp_path):
     from transformers import AutoTokenizer, T5Config, T5EncoderModel
 
-    T5EncoderModel(T5Config(vocab_size=50, d_model=16, d_kv=4, num_heads=4, num_layers=1, d_ff=32)).save_pretrained(tmp_path)
+    T5EncoderModel(T5Config(vocab_size=50, d_model=16, d_kv=4, num_heads=4, num_layers=1, d_ff=32)).save_pretrained(
+        tmp_path
+    )
     AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(tmp_path)
     with pytest.raises(UnsupportedModelError, match="families"):
         helpers.load_model(str(tmp_path))

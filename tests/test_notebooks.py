@@ -1,4 +1,5 @@
 """Static checks of the chapters: the Colab install, the model from the environment, claims, no typed sizes."""
+
 from __future__ import annotations
 
 import re
@@ -47,4 +48,6 @@ def test_no_typed_model_sizes(notebook):
         text = GLUE_ROLE.sub("", cell.source)
         text = re.sub(r"#.*", "", text) if cell.cell_type == "code" else text
         typed += [m.group(0) for m in MODEL_SIZES.finditer(text)]
-    assert not typed, f"{notebook.name}: model sizes typed in the text or code: {typed}; read them from helpers.describe"
+    assert not typed, (
+        f"{notebook.name}: model sizes typed in the text or code: {typed}; read them from helpers.describe"
+    )

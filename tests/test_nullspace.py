@@ -9,9 +9,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import helpers  # noqa: E402
-from helpers import nullspace  # noqa: E402
 
-from .conftest import LONG_TEXT, SENTENCE  # noqa: E402
+from .conftest import LONG_TEXT  # noqa: E402
 
 D_V = 8  # head size of the tiny model
 
@@ -96,8 +95,12 @@ def test_null_spaces_of_values_and_T_coincide_on_tiny_model(tiny_internals):
 
 
 def test_null_spaces_of_values_and_T_coincide_on_real_model(real_internals):
-    sub = helpers.Internals(**{k: (getattr(real_internals, k)[:1] if k not in ("input_ids", "embeddings") else
-                                   getattr(real_internals, k)) for k in real_internals.__dataclass_fields__})
+    sub = helpers.Internals(
+        **{
+            k: (getattr(real_internals, k)[:1] if k not in ("input_ids", "embeddings") else getattr(real_internals, k))
+            for k in real_internals.__dataclass_fields__
+        }
+    )
     frame = helpers.compare_null_spaces(sub, progress=False)
     check_null_space_comparison(frame, real_internals.n, 32)
 
@@ -119,7 +122,9 @@ def test_simplex_null_space_ignores_the_value_bias(tiny_internals):
     # LN([E W^V, 1]) = LN([E W^V + 1 b^V, 1]) = LN([V, 1]): the bias only adds a multiple of 1
     layer, head = 0, 3
     EW = tiny_internals.E[layer].double() @ tiny_internals.W_V[layer, head].double()
-    angles = helpers.principal_angles(helpers.simplex_null_space(EW), helpers.simplex_null_space(tiny_internals.V[layer, head]))
+    angles = helpers.principal_angles(
+        helpers.simplex_null_space(EW), helpers.simplex_null_space(tiny_internals.V[layer, head])
+    )
     assert angles.shape == (tiny_internals.n - D_V - 1,)
     assert angles.max() < 1e-6
 

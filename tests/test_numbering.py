@@ -1,4 +1,5 @@
 """The one numbering convention: layers and heads from 1 for readers, tensors from 0."""
+
 import numpy as np
 import pytest
 
@@ -12,7 +13,9 @@ def test_round_trip_and_numpy_integers():
     assert hidden_state_index(0, 6) == 0 and hidden_state_index(6, 6) == 6
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (7, ValueError), (2.0, TypeError), ("3", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (7, ValueError), (2.0, TypeError), ("3", TypeError), (True, TypeError)]
+)
 def test_out_of_range_or_wrong_type(bad, error):
     with pytest.raises(error, match="layer"):
         layer_index(bad, 6)

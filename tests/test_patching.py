@@ -57,7 +57,9 @@ def test_the_patch_reaches_the_attention_block_and_the_models_attentions(setup):
     others = [k for k in range(4) if k != HEAD - 1]
     assert torch.allclose(patched.A[LAYER - 1, others], internals.A[LAYER - 1, others])
     # the attention block computes sum_h A_h T_h + b^O with the replacement in place
-    assert torch.allclose(patched.reconstructed_attention_output()[LAYER - 1], patched.attention_output[LAYER - 1], atol=1e-4)
+    assert torch.allclose(
+        patched.reconstructed_attention_output()[LAYER - 1], patched.attention_output[LAYER - 1], atol=1e-4
+    )
     expected = internals.attention_output[LAYER - 1] + (replacement - A) @ internals.T[LAYER - 1, HEAD - 1]
     assert torch.allclose(patched.attention_output[LAYER - 1], expected, atol=1e-4)
 

@@ -70,8 +70,10 @@ def test_independent_hidden_tokens_are_at_chance(split, kind, loss):
 
 def test_neighbour_is_recovered_at_its_offset_only(split):
     train, test = split
-    table = probes.neighbour_rates(train, test, offsets=[-1, 0, 1], hidden_states=[SHIFTED], kind="linear", loss="l2", progress=False)
-    by_offset = dict(zip(table["offset"], table["rate"]))
+    table = probes.neighbour_rates(
+        train, test, offsets=[-1, 0, 1], hidden_states=[SHIFTED], kind="linear", loss="l2", progress=False
+    )
+    by_offset = dict(zip(table["offset"], table["rate"], strict=False))
     assert by_offset[1] == 1.0
     assert by_offset[0] < 0.4 and by_offset[-1] < 0.4
 
@@ -79,15 +81,21 @@ def test_neighbour_is_recovered_at_its_offset_only(split):
 def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
     train, test = split
     offsets = [-2, 1]
-    table = probes.neighbour_rates(train, test, offsets=offsets, hidden_states=[NOISY], kind="linear", loss="l2", progress=False)
+    table = probes.neighbour_rates(
+        train, test, offsets=offsets, hidden_states=[NOISY], kind="linear", loss="l2", progress=False
+    )
     rows, targets = probes._interior(train, offsets)
     test_rows, test_targets = probes._interior(test, offsets)
-    for k, got in zip(offsets, table["rate"]):
+    for k, got in zip(offsets, table["rate"], strict=False):
         fitted = probes.fit_map(train.hidden[NOISY, rows], train.x[targets[k]], "linear", "l2")
-        nearest = probes.nearest_in_sentence(fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2")
+        nearest = probes.nearest_in_sentence(
+            fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2"
+        )
         assert got == (nearest == test_targets[k]).float().mean().item()
     # the general path (one fit per offset) finds the shifted neighbour too
-    cosine = probes.neighbour_rates(train, test, offsets=[0, 1], hidden_states=[SHIFTED], kind="linear", loss="cosine", progress=False)
+    cosine = probes.neighbour_rates(
+        train, test, offsets=[0, 1], hidden_states=[SHIFTED], kind="linear", loss="cosine", progress=False
+    )
     assert cosine["rate"].tolist()[1] == 1.0 and cosine["rate"].tolist()[0] < 0.4
     with pytest.raises(ValueError, match="too short"):
         probes.neighbour_rates(train, test, offsets=[-30, 30], progress=False)
@@ -119,7 +127,10 @@ def test_cosine_training_lowers_the_cosine_loss(split):
     trained = probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
     mlp = probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
     assert torch.get_num_threads() == threads  # the one-thread training loop restores the setting
-    loss = lambda m: probes._loss(m(h), x, "cosine").item()
+
+    def loss(m):
+        return probes._loss(m(h), x, "cosine").item()
+
     assert loss(trained) < loss(start) - 1e-3
     assert loss(mlp) < loss(start) - 1e-3
 
@@ -156,7 +167,7 @@ def test_bad_map_input():
 
 def brute_force_nearest(queries, query_sentence, inputs, input_sentence, distance):
     out = []
-    for q, s in zip(queries, query_sentence):
+    for q, s in zip(queries, query_sentence, strict=False):
         rows = torch.nonzero(input_sentence == s).squeeze(1)
         if distance == "l2":
             scores = ((inputs[rows] - q) ** 2).sum(-1)
@@ -196,9 +207,13 @@ def test_neighbour_rows_by_brute_force():
     tokens = synthetic_tokens(sentences=5, seed=4)
     for offset in (-3, -1, 2):
         sources, targets = probes.neighbour_rows(tokens.sentence, tokens.position, offset)
-        expected = [(i, j) for i in range(len(tokens)) for j in range(len(tokens))
-                    if tokens.sentence[i] == tokens.sentence[j] and tokens.position[j] == tokens.position[i] + offset]
-        assert list(zip(sources.tolist(), targets.tolist())) == expected
+        expected = [
+            (i, j)
+            for i in range(len(tokens))
+            for j in range(len(tokens))
+            if tokens.sentence[i] == tokens.sentence[j] and tokens.position[j] == tokens.position[i] + offset
+        ]
+        assert list(zip(sources.tolist(), targets.tolist(), strict=False)) == expected
 
 
 def test_chance_rate_is_mean_inverse_length():
@@ -207,8 +222,10 @@ def test_chance_rate_is_mean_inverse_length():
     assert probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
     # and a map that guesses uniformly at random scores that on average
     g = torch.Generator().manual_seed(0)
-    guesses = [probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence)
-               for _ in range(200)]
+    guesses = [
+        probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence)
+        for _ in range(200)
+    ]
     assert sum(guesses) / len(guesses) == pytest.approx(probes.chance_rate(tokens), abs=0.01)
 
 
@@ -256,9 +273,11 @@ def test_bad_splits_and_leaks():
         probes.split_by_sentence(tokens.select([0]))
     train, test = probes.split_by_sentence(tokens, 0.3)
     leaky = tokens.select(torch.cat([test.sentence_ids, train.sentence_ids[:1]]))
-    for run in (lambda: probes.probe_layers(train, leaky, progress=False),
-                lambda: probes.fraction_curve(train, leaky, progress=False),
-                lambda: probes.neighbour_rates(train, leaky, progress=False)):
+    for run in (
+        lambda: probes.probe_layers(train, leaky, progress=False),
+        lambda: probes.fraction_curve(train, leaky, progress=False),
+        lambda: probes.neighbour_rates(train, leaky, progress=False),
+    ):
         with pytest.raises(ValueError, match="both the training and the test set"):
             run()
 
@@ -266,12 +285,16 @@ def test_bad_splits_and_leaks():
 def test_probe_layers_table_maps_and_generalisation(split):
     train, test = split
     combos = [("naive", "cosine"), ("linear", "l2")]
-    result = probes.probe_layers(train, test, combos, hidden_states=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False)
+    result = probes.probe_layers(
+        train, test, combos, hidden_states=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False
+    )
     assert list(result.table.columns) == ["map", "loss", "hidden_state", "test", "train"]
     assert (result.table.query("hidden_state == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
     assert len(result.table) == 6 and set(result.maps) == set(combos)
     assert [m.hidden_state for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
-    matrix = probes.generalisation_matrix(result.maps[("linear", "l2")], test, hidden_states=[IDENTITY, ROTATION, INDEPENDENT])
+    matrix = probes.generalisation_matrix(
+        result.maps[("linear", "l2")], test, hidden_states=[IDENTITY, ROTATION, INDEPENDENT]
+    )
     rates = result.table.query("map == 'linear'")["test"].to_numpy()
     assert torch.allclose(matrix.diagonal().double(), torch.tensor(rates))  # the diagonal is the per-layer rate
     assert matrix[0, 1] < 0.4  # a map for the identity layer does not undo the rotation
@@ -302,7 +325,9 @@ def test_hidden_state_is_the_index_0_to_L_and_bad_values_are_refused(split):
 
 def test_fraction_curve_uses_nested_growing_subsets(split):
     train, test = split
-    table = probes.fraction_curve(train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", hidden_state=ROTATION, progress=False)
+    table = probes.fraction_curve(
+        train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", hidden_state=ROTATION, progress=False
+    )
     assert table["sentences"].tolist() == [round(0.5 * len(train.sentence_ids) + 0.49), len(train.sentence_ids)]
     assert (table["rate"] == 1.0).all()
     with pytest.raises(ValueError, match="fractions"):
@@ -314,12 +339,16 @@ def test_fraction_curve_uses_nested_growing_subsets(split):
 
 def test_plots_draw_and_reject_bad_tables(split):
     train, test = split
-    result = probes.probe_layers(train, test, [("naive", "l2"), ("linear", "cosine")], hidden_states=[0, 1], progress=False)
+    result = probes.probe_layers(
+        train, test, [("naive", "l2"), ("linear", "cosine")], hidden_states=[0, 1], progress=False
+    )
     ax = helpers.plots.plot_layer_rates(result.table, chance=0.1)
     assert len(ax.lines) == 3
     helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0, 1], test_layers=[0, 1])
-    helpers.plots.plot_fraction_curve(pd.DataFrame({"map": ["mlp"], "fraction": [1.0], "rate": [0.8]}),
-                                      paper=helpers.paper.TOKEN_IDENTIFIABILITY["fraction_curve_mlp"])
+    helpers.plots.plot_fraction_curve(
+        pd.DataFrame({"map": ["mlp"], "fraction": [1.0], "rate": [0.8]}),
+        paper=helpers.paper.TOKEN_IDENTIFIABILITY["fraction_curve_mlp"],
+    )
     helpers.plots.plot_neighbour_rates(pd.DataFrame({"hidden_state": [1, 1], "offset": [-1, 1], "rate": [0.2, 0.3]}))
     plt.close("all")
     with pytest.raises(ValueError, match="missing"):

@@ -7,9 +7,9 @@ and d = 256 (so d_v = 64, as in BERT-Base), saved to a temporary folder with
 the bundled tokenizer, in report mode: claims may fail on random weights (that
 is only reported), but no cell may raise.
 """
+
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nbformat

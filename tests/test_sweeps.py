@@ -1,4 +1,5 @@
 """Drivers over a corpus (helpers.sweeps): rank_sweep, effective_attention_sweep, attribute_examples."""
+
 import numpy as np
 import pytest
 
@@ -38,7 +39,10 @@ def test_sweep_on_the_real_model(real_model):
 
 
 def test_rank_sweep_on_tiny_model_follows_min_of_length_and_d_v(tiny_model, tokenizer):
-    encodings = [helpers.encode(tokenizer, LONG_TEXT, model=tiny_model), helpers.encode(tokenizer, SENTENCE, model=tiny_model)]
+    encodings = [
+        helpers.encode(tokenizer, LONG_TEXT, model=tiny_model),
+        helpers.encode(tokenizer, SENTENCE, model=tiny_model),
+    ]
     lengths = [4, 8, 9, 12, 16, 40]
     frame = helpers.rank_sweep(tiny_model, encodings, lengths, matrices=("V", "T", "V1"), progress=False)
     short = encodings[1]["input_ids"].shape[1]
@@ -81,8 +85,10 @@ from helpers.data import Example  # noqa: E402
 
 
 def _pair_examples():
-    return [Example("a", "The river carried sand to the plain.", "Sand came down the river.", 1, "test"),
-            Example("b", "A storm closed the harbour for two days.", "The port shut in the storm.", 1, "test")]
+    return [
+        Example("a", "The river carried sand to the plain.", "Sand came down the river.", 1, "test"),
+        Example("b", "A storm closed the harbour for two days.", "The port shut in the storm.", 1, "test"),
+    ]
 
 
 def test_sink_attention_table(tiny_model, tokenizer, one_thread):

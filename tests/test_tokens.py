@@ -1,8 +1,9 @@
 """Token classes and the attention they receive (helpers.tokens)."""
+
 import pytest
 import torch
 
-from helpers.tokens import attention_to, is_punctuation, summarise_token_classes, token_classes
+from helpers.tokens import attention_to, is_punctuation, token_classes
 
 
 def test_token_classes_partition_the_sequence():
@@ -20,7 +21,9 @@ def test_token_classes_partition_the_sequence():
 
 
 def test_attention_to_classes_sums_to_one_for_raw_attention():
-    A = torch.softmax(torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(0), dtype=torch.float64), dim=-1)
+    A = torch.softmax(
+        torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(0), dtype=torch.float64), dim=-1
+    )
     tokens = ["[CLS]"] + ["w", ","] * 5 + ["[SEP]"]
     masks = token_classes(tokens)
     total = sum(attention_to(A, mask) for mask in masks.values())

@@ -8,7 +8,6 @@ import helpers  # noqa: E402
 
 from .conftest import LONG_TEXT  # noqa: E402
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -81,7 +80,9 @@ def test_bad_input(head):
     with pytest.raises(ValueError, match="directions"):
         helpers.NullSpaceExplorer(A, T, directions=torch.ones(2, 3, 3))
     with pytest.raises(ValueError, match="LN"):  # a direction that changes the output
-        helpers.NullSpaceExplorer(A, T, directions=torch.randn((1, *A.shape), generator=torch.Generator().manual_seed(0)))
+        helpers.NullSpaceExplorer(
+            A, T, directions=torch.randn((1, *A.shape), generator=torch.Generator().manual_seed(0))
+        )
     with pytest.raises(ValueError, match="tokens"):
         helpers.NullSpaceExplorer(A, T, tokens[:-1])
     with pytest.raises(ValueError, match="sum to 1"):

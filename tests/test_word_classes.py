@@ -1,4 +1,5 @@
 """Content / function / punctuation / special tokens, and c_ii by class."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -40,7 +41,13 @@ def test_classes_of_a_sentence(tokenizer):
 
 def test_continuation_pieces_take_their_words_class():
     assert word_classes(["through", "##out", "un", "##believ", "##able", "."]) == [
-        "function", "function", "content", "content", "content", "punctuation"]
+        "function",
+        "function",
+        "content",
+        "content",
+        "content",
+        "punctuation",
+    ]
     # pieces are looked up as a whole word, not one by one
     assert word_classes(["in", "##ward"]) == ["content", "content"]
 
@@ -58,7 +65,13 @@ def test_bad_tokens():
 
 def test_word_classes_of_ids(tokenizer):
     encoding = helpers.encode(tokenizer, "She reads.")
-    assert word_classes_of(tokenizer, encoding["input_ids"][0]) == ["special", "function", "content", "punctuation", "special"]
+    assert word_classes_of(tokenizer, encoding["input_ids"][0]) == [
+        "special",
+        "function",
+        "content",
+        "punctuation",
+        "special",
+    ]
 
 
 def _contributions(n: int, layers: int, seed: int) -> torch.Tensor:

@@ -13,6 +13,7 @@ reference and the second a block quote, and both are warnings (errors under
 
 It also lets autodoc show module constants such as ``DEFAULT_MODEL``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,11 +23,41 @@ from pathlib import Path
 from sphinx.ext.autodoc import DataDocumenter, ModuleDocumenter
 
 NAPOLEON_SECTIONS = {
-    "args", "arguments", "attention", "attributes", "caution", "danger", "error", "example",
-    "examples", "hint", "important", "keyword args", "keyword arguments", "kwargs", "methods",
-    "note", "notes", "other parameters", "parameters", "receive", "receives", "return",
-    "returns", "raise", "raises", "references", "see also", "tip", "todo", "warning",
-    "warnings", "warn", "warns", "yield", "yields",
+    "args",
+    "arguments",
+    "attention",
+    "attributes",
+    "caution",
+    "danger",
+    "error",
+    "example",
+    "examples",
+    "hint",
+    "important",
+    "keyword args",
+    "keyword arguments",
+    "kwargs",
+    "methods",
+    "note",
+    "notes",
+    "other parameters",
+    "parameters",
+    "receive",
+    "receives",
+    "return",
+    "returns",
+    "raise",
+    "raises",
+    "references",
+    "see also",
+    "tip",
+    "todo",
+    "warning",
+    "warnings",
+    "warn",
+    "warns",
+    "yield",
+    "yields",
 }
 
 _BACKTICK_SPAN = re.compile(r"(``.*?``|`[^`]*`)")
@@ -73,7 +104,7 @@ def process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
     lines[:] = fixed
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _assigned_at_top_level(modname: str) -> frozenset[str]:
     import ast
     import importlib
@@ -81,7 +112,9 @@ def _assigned_at_top_level(modname: str) -> frozenset[str]:
     source = Path(importlib.import_module(modname).__file__).read_text()
     names: set[str] = set()
     for node in ast.parse(source).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     return frozenset(names)
 

@@ -5,6 +5,7 @@ script each time the environment reads documents, so a build that reads twice
 declares the constants twice and every page logs a SyntaxError. Scripts with
 the same file name and body are kept once, in their first position.
 """
+
 from __future__ import annotations
 
 

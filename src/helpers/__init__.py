@@ -19,33 +19,54 @@ the embedding LayerNorm) are ``x``; the sequence length is ``n`` (the paper's
 d_s); randomness is ``seed: int``; the Hidden Token Attribution estimator's
 sample count is ``samples`` (the word "probe" belongs to chapter 5's maps).
 """
-from . import claims, numbering, paper, reference, sweeps
-from .claims import Claims, ClaimFailed
-from .notebook import book_model, glue
+
+# ---- Beyond BERT: other families through the AttentionInterface, causal heads, the bundled decoder ----
+from . import attention_capture, causal, claims, families, numbering, paper, reference, sweeps
+from .attribution import (
+    Attribution,
+    cls_around_separator,
+    cls_segments,
+    cls_table,
+    compare_attributions,
+    contributions_from_norms,
+    distance_groups,
+    distance_table,
+    hidden_token_attribution,
+    own_input_is_largest,
+    self_contribution,
+    self_contribution_table,
+    share_own_input_not_largest,
+)
+from .causal import attention_on_position, causal_effective_attention, causal_null_dimensions, future_mass
+from .claims import ClaimFailed, Claims
 from .data import DataUnavailableError, Example, load_corpus, load_glue
+from .effective import EffectiveAttention, effective_attention, effective_attention_of
+from .families import CHAPTER_NEEDS, UnsupportedFamilyError, chapter_applies, family_of
+from .hidden_tokens import HiddenTokens, collect_hidden_tokens
 from .internals import (
     Internals,
     attention_block_output,
     attention_from_qk,
     capture,
+    capture_generic,
     finish_layer,
     head_weights,
     rebuild_hidden_states,
 )
-from .effective import EffectiveAttention, effective_attention, effective_attention_of
-from .tokens import attention_to, summarise_token_classes, token_classes
 from .linalg import left_null_space, numerical_rank, pearson, range_basis, relative_output_change
+from .lp_bounds import AttentionBounds, attention_bounds, extreme_alternative
 from .models import (
+    DECODER_MODEL,
     DEFAULT_MODEL,
     Architecture,
     ModelLoadError,
     UnsupportedModelError,
     check_supported,
     describe,
+    load_decoder,
     load_model,
 )
-from .paper import BERT_BASE
-from .lp_bounds import AttentionBounds, attention_bounds, extreme_alternative
+from .notebook import book_model, glue, setup_notebook
 from .nullspace import (
     AlternativeFamily,
     alternative_family,
@@ -59,8 +80,9 @@ from .nullspace import (
     step_range,
     validity,
 )
+from .paper import BERT_BASE
 from .patching import AttentionPatch, hidden_state_change, patch_attention, run_patched
-from .hidden_tokens import HiddenTokens, collect_hidden_tokens
+from .plots import token_heatmap
 from .probes import (
     COMBINATIONS,
     LayerProbes,
@@ -77,50 +99,19 @@ from .probes import (
     probe_layers,
     split_by_sentence,
 )
-from .attribution import (
-    Attribution,
-    cls_around_separator,
-    cls_segments,
-    cls_table,
-    compare_attributions,
-    contributions_from_norms,
-    distance_groups,
-    distance_table,
-    hidden_token_attribution,
-    own_input_is_largest,
-    self_contribution,
-    self_contribution_table,
-    share_own_input_not_largest,
-)
-from .sweeps import attribute_examples, effective_attention_sweep, rank_sweep
-from .widgets import NullSpaceExplorer
-from .notebook import setup_notebook
-from .plots import token_heatmap
+from .sweeps import attribute_examples, effective_attention_sweep, rank_sweep, sink_sweep, summarise_sink
 from .text import encode, prefix_encoding, tokens_of
-
-# ---- Beyond BERT: other families through the AttentionInterface, causal heads, the bundled decoder ----
-from . import attention_capture, causal, families
-from .families import CHAPTER_NEEDS, UnsupportedFamilyError, chapter_applies, family_of
-from .internals import capture_generic
-from .causal import attention_on_position, causal_effective_attention, causal_null_dimensions, future_mass
-from .sweeps import sink_sweep, summarise_sink
-from .models import DECODER_MODEL, load_decoder
+from .tokens import attention_to, summarise_token_classes, token_classes
+from .widgets import NullSpaceExplorer
 
 __version__ = "0.1.0"
 
 # ---- issue 12: content vs function words (chapter 6)
-from . import word_classes
-from .word_classes import (
-    WORD_CLASSES,
-    class_summary,
-    content_keeps_more_from,
-    function_words,
-    self_contribution_by_class,
-    word_classes_of,
-)
-
 # ---- issue 12: do the keys allow the alternatives? (chapter 3)
-from . import keys
+# ---- issue 12: fine-tuning (chapter 8)
+# --------------------------------------------------------------------------- chapter 7: context mixing
+from . import finetune, keys, mixing, word_classes
+from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs
 from .keys import (
     ProducibleAlternative,
     dimension_count,
@@ -129,15 +120,22 @@ from .keys import (
     producible_dimension,
     same_keys_freedom,
 )
-
-# ---- issue 12: fine-tuning (chapter 8)
-from . import finetune
-from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs
+from .mixing import LayerDecomposition, Mixing, context_mixing, decompose_layer, leave_one_out, local_hta, row_spearman
 
 # ---- issue 12: before/after drivers (chapter 8)
-from .sweeps import naive_identifiability_table, sink_attention_table
-
-# --------------------------------------------------------------------------- chapter 7: context mixing
-from . import mixing, reference, sweeps
-from .mixing import LayerDecomposition, Mixing, context_mixing, decompose_layer, leave_one_out, local_hta, row_spearman
-from .sweeps import MixingSweep, agreement_table, context_mixing_sweep, cost_table
+from .sweeps import (
+    MixingSweep,
+    agreement_table,
+    context_mixing_sweep,
+    cost_table,
+    naive_identifiability_table,
+    sink_attention_table,
+)
+from .word_classes import (
+    WORD_CLASSES,
+    class_summary,
+    content_keeps_more_from,
+    function_words,
+    self_contribution_by_class,
+    word_classes_of,
+)

@@ -11,11 +11,12 @@ and, inside ``recording()``, appends one ``HeadRecord`` per call. The mask
 function is registered under the same name (``eager_mask``): without it the
 models silently drop the causal and padding masks.
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn

@@ -14,6 +14,7 @@ quantities of the paper's figures: the token's own share c_ii, whether its own
 input is the largest contributor, context by relative distance, and what the
 [CLS] token gathers on sentence pairs.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
@@ -187,7 +189,7 @@ def hidden_token_attribution(
         memory_mb=memory_mb,
         progress=progress,
     )
-    norms = norms[[l - 1 for l in layers]].float().cpu()
+    norms = norms[[layer - 1 for layer in layers]].float().cpu()
     token_type_ids = encoding.get("token_type_ids")
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(encoding["input_ids"])
@@ -350,14 +352,16 @@ def self_contribution_table(results: Sequence[Attribution]):
     return pd.concat(frames, ignore_index=True)
 
 
-def share_own_input_not_largest(table) -> "pd.Series":
+def share_own_input_not_largest(table) -> pd.Series:
     """Per layer, the share of hidden tokens whose own input is not the largest contributor.
 
     table: from :func:`self_contribution_table`. Returns a Series indexed by
     ``layer`` (1..L): ``1 - mean(own_is_largest)``.
     """
     if "layer" not in table.columns or "own_is_largest" not in table.columns:
-        raise ValueError(f"table needs columns layer and own_is_largest (self_contribution_table); got {list(table.columns)}.")
+        raise ValueError(
+            f"table needs columns layer and own_is_largest (self_contribution_table); got {list(table.columns)}."
+        )
     return 1.0 - table.groupby("layer")["own_is_largest"].mean()
 
 
@@ -388,8 +392,15 @@ def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int
     rows = []
     for k, layer in enumerate(results[0].layers):
         for g, label in enumerate(labels):
-            rows.append({"layer": layer, "group": label, "side": label.split()[0],
-                         "contribution": float(mean[k, g]), "per_token": float(per_token[k, g])})
+            rows.append(
+                {
+                    "layer": layer,
+                    "group": label,
+                    "side": label.split()[0],
+                    "contribution": float(mean[k, g]),
+                    "per_token": float(per_token[k, g]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -413,8 +424,9 @@ def cls_table(results: Sequence[Attribution], window: int = 3):
         for k, layer in enumerate(attribution.layers):
             for g, label in enumerate(labels):
                 share = float(shares[k, g])
-                segment_rows.append({"layer": layer, "segment": label, "contribution": share,
-                                     "per_token": share / sizes[g]})
+                segment_rows.append(
+                    {"layer": layer, "segment": label, "contribution": share, "per_token": share / sizes[g]}
+                )
             for column, offset in enumerate(offsets):
                 around_rows.append({"layer": layer, "offset": offset, "contribution": float(around[k, column])})
     segments = pd.DataFrame(segment_rows).groupby(["layer", "segment"], sort=False).mean().reset_index()

@@ -17,6 +17,7 @@ Grouped-query heads (Llama, Qwen2) share V within a group, so (with H of full
 row rank) they share every prefix's null space; ``groups`` computes each
 shared basis once.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,7 +25,13 @@ import torch
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 
-__all__ = ["causal_effective_attention", "causal_null_dimensions", "check_causal", "future_mass", "attention_on_position"]
+__all__ = [
+    "causal_effective_attention",
+    "causal_null_dimensions",
+    "check_causal",
+    "future_mass",
+    "attention_on_position",
+]
 
 
 def _check_tensor(M, name: str) -> None:
@@ -40,7 +47,9 @@ def check_causal(A: torch.Tensor, atol: float = 1e-6) -> None:
     """Raise unless A (..., n, n) is square and puts no weight (above ``atol``) on future positions."""
     _check_tensor(A, "A")
     if A.shape[-1] != A.shape[-2] or A.shape[-1] == 0:
-        raise ValueError(f"A must be square and non-empty in its last two dimensions, (..., n, n); got {tuple(A.shape)}.")
+        raise ValueError(
+            f"A must be square and non-empty in its last two dimensions, (..., n, n); got {tuple(A.shape)}."
+        )
     future = future_mass(A)
     if bool((future.abs() > atol).any()):
         raise ValueError(
@@ -77,7 +86,9 @@ def _value_side(
         M = V if bool(full.all()) else V @ H  # a rank-deficient H: use T = V H itself
     _check_tensor(M, "T" if T is not None else "V")
     if M.shape[:-2] != A.shape[:-2] or M.shape[-2] != A.shape[-1]:
-        raise ValueError(f"T (or V) must be (..., n, m) with the leading dimensions and n of A {tuple(A.shape)}; got {tuple(M.shape)}.")
+        raise ValueError(
+            f"T (or V) must be (..., n, m) with the leading dimensions and n of A {tuple(A.shape)}; got {tuple(M.shape)}."
+        )
     return M
 
 

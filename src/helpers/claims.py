@@ -18,6 +18,7 @@ Records go to ``$BOOK_CLAIMS_DIR`` if set, else to ``_build/claims/`` of the
 book (the folder above the notebook that holds ``_config.yml``), else to
 ``~/.cache/identifiability-book/claims``.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,14 +109,28 @@ class Claims:
 
     def table(self) -> pd.DataFrame:
         """One row per claim: id, claim, paper (BERT-Base), this model, holds."""
-        rows = [{"id": c.id, "claim": c.claim, "paper (BERT-Base)": c.paper, "this model": c.measured,
-                 "holds": "yes" if c.holds else "NO", "note": c.note} for c in self._claims.values()]
+        rows = [
+            {
+                "id": c.id,
+                "claim": c.claim,
+                "paper (BERT-Base)": c.paper,
+                "this model": c.measured,
+                "holds": "yes" if c.holds else "NO",
+                "note": c.note,
+            }
+            for c in self._claims.values()
+        ]
         columns = ["id", "claim", "paper (BERT-Base)", "this model", "holds", "note"]
         return pd.DataFrame(rows, columns=columns).set_index("id")
 
     def record(self) -> dict:
-        return {"chapter": self.chapter, "model": self.model, "data": self.data, "mode": self.mode,
-                "claims": [asdict(c) for c in self._claims.values()]}
+        return {
+            "chapter": self.chapter,
+            "model": self.model,
+            "data": self.data,
+            "mode": self.mode,
+            "claims": [asdict(c) for c in self._claims.values()],
+        }
 
     def save(self, folder: str | Path | None = None) -> Path:
         """Write the chapter's record as ``<folder>/<chapter>.json`` and return its path."""
@@ -134,7 +149,8 @@ class Claims:
             lines = "\n".join(f"- {c.id}: {c.claim} (this model: {c.measured or 'n/a'})" for c in self.failed)
             raise ClaimFailed(
                 f"{len(self.failed)} of {len(self._claims)} claims of {self.chapter} do not hold:\n{lines}\n"
-                "Set BOOK_CLAIMS=report to see the whole scoreboard and keep going.")
+                "Set BOOK_CLAIMS=report to see the whole scoreboard and keep going."
+            )
         return self.table()
 
 
@@ -160,8 +176,18 @@ def load_records(folder: str | Path | None = None) -> list[dict]:
 
 def report_table(records: list[dict]) -> pd.DataFrame:
     """All claims of all chapters: chapter, id, claim, paper, this model, holds."""
-    rows = [{"chapter": r["chapter"], "id": c["id"], "claim": c["claim"], "paper (BERT-Base)": c["paper"],
-             "this model": c["measured"], "holds": "yes" if c["holds"] else "NO", "note": c["note"]}
-            for r in records for c in r["claims"]]
+    rows = [
+        {
+            "chapter": r["chapter"],
+            "id": c["id"],
+            "claim": c["claim"],
+            "paper (BERT-Base)": c["paper"],
+            "this model": c["measured"],
+            "holds": "yes" if c["holds"] else "NO",
+            "note": c["note"],
+        }
+        for r in records
+        for c in r["claims"]
+    ]
     columns = ["chapter", "id", "claim", "paper (BERT-Base)", "this model", "holds", "note"]
     return pd.DataFrame(rows, columns=columns)

@@ -8,6 +8,7 @@
   folder in the original GLUE layout (``MRPC/dev.tsv``...) or, where a hub is
   reachable, through the ``datasets`` package.
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,8 +24,13 @@ GLUE_TASKS = {
     "cola": ("cola", "CoLA", "sentence", None),
     "mnli": ("mnli", "MNLI", "premise", "hypothesis"),
 }
-GLUE_FILES = {"train": "train.tsv", "validation": "dev.tsv", "validation_matched": "dev_matched.tsv",
-              "validation_mismatched": "dev_mismatched.tsv", "test": "test.tsv"}
+GLUE_FILES = {
+    "train": "train.tsv",
+    "validation": "dev.tsv",
+    "validation_matched": "dev_matched.tsv",
+    "validation_mismatched": "dev_mismatched.tsv",
+    "test": "test.tsv",
+}
 
 
 class DataUnavailableError(RuntimeError):
@@ -92,7 +98,9 @@ def _read_glue_tsv(task: str, split: str, data_dir: Path) -> list[Example]:
     folder = GLUE_TASKS[task][1]
     path = data_dir / folder / GLUE_FILES[split]
     if not path.is_file():
-        raise DataUnavailableError(f"No GLUE file at {path}; expected the original GLUE layout {folder}/{GLUE_FILES[split]}.")
+        raise DataUnavailableError(
+            f"No GLUE file at {path}; expected the original GLUE layout {folder}/{GLUE_FILES[split]}."
+        )
     source = f"GLUE {task.upper()} ({split})"
     with path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
@@ -118,8 +126,15 @@ def _read_glue_tsv(task: str, split: str, data_dir: Path) -> list[Example]:
     names = ["entailment", "neutral", "contradiction"]
     for index, row in enumerate(body):
         gold = row[columns["gold_label"]] if "gold_label" in columns else None
-        examples.append(Example(f"mnli-{split}-{index}", row[columns["sentence1"]], row[columns["sentence2"]],
-                                names.index(gold) if gold in names else None, source))
+        examples.append(
+            Example(
+                f"mnli-{split}-{index}",
+                row[columns["sentence1"]],
+                row[columns["sentence2"]],
+                names.index(gold) if gold in names else None,
+                source,
+            )
+        )
     return examples
 
 
@@ -127,7 +142,9 @@ def _load_glue_from_hub(task: str, split: str) -> list[Example]:
     try:
         import datasets
     except ImportError as err:
-        raise DataUnavailableError("Loading GLUE from the hub needs the 'datasets' package: pip install datasets") from err
+        raise DataUnavailableError(
+            "Loading GLUE from the hub needs the 'datasets' package: pip install datasets"
+        ) from err
     config, _, first, second = GLUE_TASKS[task]
     try:
         rows = datasets.load_dataset("nyu-mll/glue", config, split=split)
@@ -138,7 +155,12 @@ def _load_glue_from_hub(task: str, split: str) -> list[Example]:
             "with the GLUE files."
         ) from err
     return [
-        Example(f"{task}-{split}-{row['idx']}", row[first], row[second] if second else None,
-                row["label"] if row["label"] >= 0 else None, f"GLUE {task.upper()} ({split})")
+        Example(
+            f"{task}-{split}-{row['idx']}",
+            row[first],
+            row[second] if second else None,
+            row["label"] if row["label"] >= 0 else None,
+            f"GLUE {task.upper()} ({split})",
+        )
         for row in rows
     ]

@@ -16,6 +16,7 @@ so LN(T) = LN(V) and the SVD of V (n x d_v) replaces the SVD of T (n x d).
 ``effective_attention(A, V=V, H=H)`` checks the rank of every H and falls
 back to T = V H for any head where it fails.
 """
+
 from __future__ import annotations
 
 import numbers

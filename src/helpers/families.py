@@ -11,10 +11,11 @@ Paths are attribute paths relative to the model's base model
 (``model.base_model``: the ``BertModel`` inside a ``BertForMaskedLM``, the
 ``LlamaModel`` inside a ``LlamaForCausalLM``) or to one layer module.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -200,7 +201,9 @@ def linear_bias(module: nn.Module) -> torch.Tensor:
     return torch.zeros(linear_weight(module).shape[1], dtype=module.weight.dtype, device=module.weight.device)
 
 
-def value_projection(model: PreTrainedModel, layer: nn.Module, kv_heads: int, d_v: int) -> tuple[torch.Tensor, torch.Tensor]:
+def value_projection(
+    model: PreTrainedModel, layer: nn.Module, kv_heads: int, d_v: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """W_V: (kv_heads, d, d_v) and b_V: (kv_heads, d_v), so that V = X W_V + b_V per key/value head.
 
     X is the (normalised) input Q, K and V are computed from.
@@ -216,7 +219,9 @@ def value_projection(model: PreTrainedModel, layer: nn.Module, kv_heads: int, d_
     return W.reshape(d, kv_heads, d_v).permute(1, 0, 2), b.reshape(kv_heads, d_v)
 
 
-def output_projection(model: PreTrainedModel, layer: nn.Module, heads: int, d_v: int) -> tuple[torch.Tensor, torch.Tensor]:
+def output_projection(
+    model: PreTrainedModel, layer: nn.Module, heads: int, d_v: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """H: (heads, d_v, d), the rows of W^O that belong to each head, and b^O: (d,) (zeros if absent)."""
     module = submodule(layer, family_of(model).output)
     W = linear_weight(module)
@@ -262,7 +267,9 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
     known = {"heads", "bert-internals", "bidirectional", "causal"}
     unknown = [need for need in needs if need not in known]
     if unknown:
-        raise ValueError(f"Unknown needs {unknown}; use chapter names {sorted(CHAPTER_NEEDS)} or needs {sorted(known)}.")
+        raise ValueError(
+            f"Unknown needs {unknown}; use chapter names {sorted(CHAPTER_NEEDS)} or needs {sorted(known)}."
+        )
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     try:
         family = family_of(model)

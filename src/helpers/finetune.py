@@ -14,6 +14,7 @@ Offline, the book fine-tunes its own model on its own paraphrase pairs:
 The fine-tuned encoder comes back in eval mode with eager attention, so every
 other helper (``capture``, ``hidden_token_attribution`` ...) takes it as it is.
 """
+
 from __future__ import annotations
 
 import copy
@@ -68,7 +69,9 @@ def _check_examples(examples: Sequence, what: str) -> list:
     for example in examples:
         for field in ("text_a", "text_b", "label"):
             if not hasattr(example, field):
-                raise TypeError(f"{what} must hold Example records (text_a, text_b, label); got {type(example).__name__}.")
+                raise TypeError(
+                    f"{what} must hold Example records (text_a, text_b, label); got {type(example).__name__}."
+                )
         if not isinstance(example.text_a, str) or not isinstance(example.text_b, str):
             raise ValueError(f"Example {getattr(example, 'id', '?')} is not a sentence pair (text_a and text_b).")
         if isinstance(example.label, bool) or not isinstance(example.label, (int, np.integer)):
@@ -94,8 +97,9 @@ def split_pairs(examples: Sequence, test_fraction: float = 0.25, seed: int = 0) 
 
 
 def _batch(tokenizer, examples: Sequence, device) -> dict[str, torch.Tensor]:
-    batch = tokenizer([e.text_a for e in examples], [e.text_b for e in examples], padding=True,
-                      truncation=False, return_tensors="pt")
+    batch = tokenizer(
+        [e.text_a for e in examples], [e.text_b for e in examples], padding=True, truncation=False, return_tensors="pt"
+    )
     return {key: value.to(device) for key, value in batch.items()}
 
 
@@ -192,8 +196,10 @@ def predict(classifier: PairClassifier, tokenizer, examples: Sequence, batch_siz
     if classifier.training:
         raise ValueError("The classifier is in training mode (dropout on); call classifier.eval() first.")
     device = next(classifier.parameters()).device
-    out = [classifier(**_batch(tokenizer, examples[s : s + batch_size], device)).argmax(-1).cpu()
-           for s in range(0, len(examples), batch_size)]
+    out = [
+        classifier(**_batch(tokenizer, examples[s : s + batch_size], device)).argmax(-1).cpu()
+        for s in range(0, len(examples), batch_size)
+    ]
     return torch.cat(out)
 
 

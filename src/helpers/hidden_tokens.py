@@ -12,6 +12,7 @@ Input space: ``x_i`` is the input embedding, token + segment + position,
 identifiability and attribution chapters talk about the same inputs; the
 embedding LayerNorm output is then layer 0 of ``hidden``.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -44,7 +45,9 @@ class HiddenTokens:
     def __post_init__(self) -> None:
         N = self.x.shape[0]
         if self.hidden.dim() != 3 or self.x.dim() != 2:
-            raise ValueError(f"hidden must be (L+1, N, d) and x (N, d); got {tuple(self.hidden.shape)} and {tuple(self.x.shape)}.")
+            raise ValueError(
+                f"hidden must be (L+1, N, d) and x (N, d); got {tuple(self.hidden.shape)} and {tuple(self.x.shape)}."
+            )
         for name in ("sentence", "position", "input_ids"):
             if getattr(self, name).shape != (N,):
                 raise ValueError(f"{name} must have shape ({N},), got {tuple(getattr(self, name).shape)}.")
@@ -69,7 +72,7 @@ class HiddenTokens:
     def __len__(self) -> int:
         return self.x.shape[0]
 
-    def select(self, sentence_ids: torch.Tensor | Sequence[int]) -> "HiddenTokens":
+    def select(self, sentence_ids: torch.Tensor | Sequence[int]) -> HiddenTokens:
         """The tokens of the given sequences only (whole sequences, never single tokens)."""
         ids = torch.as_tensor(sentence_ids, dtype=torch.long)
         if ids.numel() == 0:
@@ -133,7 +136,9 @@ def collect_hidden_tokens(
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
     batch_size = int(batch_size)
     if getattr(tokenizer, "padding_side", "right") != "right":
-        raise ValueError("The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'.")
+        raise ValueError(
+            "The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'."
+        )
     has_pair = [b is not None for _, b in pairs]
     limit = model.config.max_position_embeddings
     if any(has_pair) and getattr(model.config, "type_vocab_size", 2) < 2:

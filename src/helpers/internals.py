@@ -15,6 +15,7 @@ leaves biases out; we fold the value bias into T so that identity holds for
 *any* A. For a row-stochastic A the two differ only by the constant row
 ``b^V H`` (``A 1 b^V H = 1 b^V H``), and rank(T) <= d_v either way.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -24,7 +25,7 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from .models import check_supported, float32_model
-from .text import check_encoding
+from .text import check_encoding, check_single_sequence
 
 
 @dataclass
@@ -107,8 +108,10 @@ def attention_block_output(A: torch.Tensor, T: torch.Tensor, b_O: torch.Tensor) 
     b_O: (..., d) -> (..., n, d).
     """
     if A.dim() < 3 or T.dim() != A.dim() or A.shape[:-1] != T.shape[:-1] or A.shape[-1] != A.shape[-2]:
-        raise ValueError(f"A must be (..., h, n, n) and T (..., h, n, d) with the same leading shape; "
-                         f"got {tuple(A.shape)} and {tuple(T.shape)}.")
+        raise ValueError(
+            f"A must be (..., h, n, n) and T (..., h, n, d) with the same leading shape; "
+            f"got {tuple(A.shape)} and {tuple(T.shape)}."
+        )
     if b_O.shape != (*A.shape[:-3], T.shape[-1]):
         raise ValueError(f"b_O must be {(*A.shape[:-3], T.shape[-1])}; got {tuple(b_O.shape)}.")
     return (A @ T).sum(dim=-3) + b_O[..., None, :]
@@ -159,9 +162,7 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
 
     dense_outputs: dict[int, torch.Tensor] = {}
     raw_embeddings: list[torch.Tensor] = []
-    hooks = [
-        model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw_embeddings.append(i[0]))
-    ]
+    hooks = [model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw_embeddings.append(i[0]))]
     for index, layer in enumerate(model.encoder.layer):
         hooks.append(
             layer.attention.output.dense.register_forward_hook(
@@ -178,7 +179,10 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     E = hidden[:-1]
     weights = [head_weights(model, layer) for layer in range(len(model.encoder.layer))]
     stacked = {key: torch.stack([w[key] for w in weights]) for key in weights[0]}
-    project = lambda W, b: torch.einsum("lnd,lhde->lhne", E, W) + b[:, :, None, :]
+
+    def project(W, b):
+        return torch.einsum("lnd,lhde->lhne", E, W) + b[:, :, None, :]
+
     Q = project(stacked["W_Q"], stacked["b_Q"])
     K = project(stacked["W_K"], stacked["b_K"])
     V = project(stacked["W_V"], stacked["b_V"])
@@ -215,7 +219,9 @@ def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Ten
     next hidden state. Shows that the layer sees attention only through A T.
     """
     if attention_output.shape != E.shape or E.dim() != 2:
-        raise ValueError(f"attention_output and E must both be (n, d); got {tuple(attention_output.shape)} and {tuple(E.shape)}.")
+        raise ValueError(
+            f"attention_output and E must both be (n, d); got {tuple(attention_output.shape)} and {tuple(E.shape)}."
+        )
     block = model.encoder.layer[layer]
     attended = block.attention.output.LayerNorm(attention_output + E)
     return block.output(block.intermediate(attended), attended)
@@ -228,7 +234,7 @@ def rebuild_hidden_states(model: PreTrainedModel, internals: Internals) -> torch
     ``internals.hidden_states[1:]``.
     """
     attention = internals.reconstructed_attention_output()
-    return torch.stack([finish_layer(model, l, attention[l], internals.E[l]) for l in range(internals.layers)])
+    return torch.stack([finish_layer(model, i, attention[i], internals.E[i]) for i in range(internals.layers)])
 
 
 # ---- The generic path: any family that computes attention through transformers' AttentionInterface ----
@@ -267,7 +273,14 @@ def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internal
         ValueError: training mode, a batch, too many tokens.
     """
     from .attention_capture import recording, repeat_kv
-    from .families import family_of, layer_modules, output_projection, submodule, UnsupportedFamilyError, value_projection
+    from .families import (
+        UnsupportedFamilyError,
+        family_of,
+        layer_modules,
+        output_projection,
+        submodule,
+        value_projection,
+    )
 
     family = family_of(model)
     n = check_single_sequence(encoding)
@@ -306,9 +319,14 @@ def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internal
             f"{type(model).__name__} never called the attention function: it computes attention itself, "
             "bypassing transformers' AttentionInterface, so its heads cannot be captured."
         )
-    counts = {"attention calls": len(records), **{key: len(seen[key]) for key in ("block_in", "block_out", "normed", "out")}}
+    counts = {
+        "attention calls": len(records),
+        **{key: len(seen[key]) for key in ("block_in", "block_out", "normed", "out")},
+    }
     if any(count != L for count in counts.values()):
-        raise UnsupportedFamilyError(f"Expected one call per layer ({L}); got {counts}: unexpected layout for {type(model).__name__}.")
+        raise UnsupportedFamilyError(
+            f"Expected one call per layer ({L}); got {counts}: unexpected layout for {type(model).__name__}."
+        )
 
     Q = torch.stack([r.Q[0] for r in records])  # (L, h, n, d_v)
     heads, d_v = Q.shape[1], Q.shape[-1]

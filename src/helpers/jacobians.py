@@ -30,6 +30,7 @@ What makes it fast (n tokens, hidden d, FFN width f = 4d):
 The module only needs the model's weights and the raw embeddings ``x``; it
 checks its own primal pass against the model's hidden states when given them.
 """
+
 from __future__ import annotations
 
 import math
@@ -192,8 +193,11 @@ def linearise(
                 A=A.contiguous(),
                 A_T=A.transpose(1, 2).contiguous(),
                 O_T=(A @ V).transpose(1, 2).contiguous(),
-                xhat_1=xhat_1, scale_1=scale_1, slope=slope,
-                xhat_2=xhat_2, scale_2=scale_2,
+                xhat_1=xhat_1,
+                scale_1=scale_1,
+                slope=slope,
+                xhat_2=xhat_2,
+                scale_2=scale_2,
             )
         )
         E = Z
@@ -306,8 +310,9 @@ def push_tangents(lin: LinearisedBert, token: torch.Tensor, directions: torch.Te
     """
     depth = lin.depth if depth is None else depth
     if directions.dim() != 2 or directions.shape[1] != lin.d or token.shape != directions.shape[:1]:
-        raise ValueError(f"directions must be (B, {lin.d}) with token (B,); got {tuple(directions.shape)}, "
-                         f"{tuple(token.shape)}.")
+        raise ValueError(
+            f"directions must be (B, {lin.d}) with token (B,); got {tuple(directions.shape)}, {tuple(token.shape)}."
+        )
     r = _ln_tangent(directions.to(lin.xhat_0), lin.xhat_0[token], lin.scale_0[token])  # row j of the LN tangent
     first = lin.layers[0]
     dE = _ffn_block_tangent(first, _first_attention_tangent(first, r, token, lin.n, lin.heads))

@@ -23,6 +23,7 @@ and A' must be strictly positive (a zero weight needs an infinite logit).
 
 Tensors in, tensors and small dataclasses out; this module never loads a model.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
-from .nullspace import check_attention_and_values, check_attention_distribution, with_ones
+from .nullspace import check_attention_and_values, with_ones
 
 __all__ = [
     "centred_log",
@@ -90,7 +91,6 @@ def output_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
     """
     basis, rank = range_basis(with_ones(T.detach().cpu()), rtol)
     Q = basis[:, : int(rank)]
-    n = T.shape[0]
     centred = Q - Q.mean(dim=0, keepdim=True)  # (I - 1 1^T / n) Q
     U, rank = range_basis(centred, rtol)
     return U[:, : int(rank)]
@@ -144,8 +144,9 @@ def dimension_count(n: int, d_k: int, r: int) -> int:
     return max(0, k * (2 * n - 1 - k) - n * r)
 
 
-def producible_dimension(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8,
-                         max_entries: int = 4_000_000) -> int:
+def producible_dimension(
+    Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8, max_entries: int = 4_000_000
+) -> int:
     """The local dimension of {softmax(P R^T) : P, R (n, d_k), same output A T} at the head's own (Q, K).
 
     rank(d centred logits / d(P, R)) - rank(d output / d(P, R)), from Jacobians in
@@ -155,8 +156,10 @@ def producible_dimension(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol
     _check_qk(Q, K, T)
     n, d_k = Q.shape
     if n * n * 2 * n * d_k > max_entries:
-        raise ValueError(f"The Jacobian would have {n * n * 2 * n * d_k} entries (> max_entries = {max_entries}); "
-                         "use dimension_count for the generic count.")
+        raise ValueError(
+            f"The Jacobian would have {n * n * 2 * n * d_k} entries (> max_entries = {max_entries}); "
+            "use dimension_count for the generic count."
+        )
     U = output_basis(T)
     scale = d_k**-0.25
     P0, R0 = Q.double() * scale, K.double() * scale
@@ -176,8 +179,9 @@ def producible_dimension(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol
     return int(numerical_rank(flat_jacobian(centred_logits), rtol)) - int(numerical_rank(flat_jacobian(output), rtol))
 
 
-def _gauss_newton(P: torch.Tensor, R: torch.Tensor, U: torch.Tensor, AU: torch.Tensor, steps: int,
-                  tol: float = 1e-13) -> tuple[torch.Tensor, torch.Tensor]:
+def _gauss_newton(
+    P: torch.Tensor, R: torch.Tensor, U: torch.Tensor, AU: torch.Tensor, steps: int, tol: float = 1e-13
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Damped least-norm Gauss-Newton on queries and keys jointly: softmax(P R^T) U -> AU.
 
     Residual (n, r); Jacobian (n r, 2 n d_k), written out: with M_i = U^T (diag(a_i) - a_i a_i^T),
@@ -282,8 +286,15 @@ def producible_alternative(
     def run(loss_of, iterations: int) -> None:
         if iterations == 0:
             return
-        optimiser = torch.optim.LBFGS([P, R], lr=1.0, max_iter=iterations, history_size=50,
-                                      tolerance_grad=1e-14, tolerance_change=1e-16, line_search_fn="strong_wolfe")
+        optimiser = torch.optim.LBFGS(
+            [P, R],
+            lr=1.0,
+            max_iter=iterations,
+            history_size=50,
+            tolerance_grad=1e-14,
+            tolerance_change=1e-16,
+            line_search_fn="strong_wolfe",
+        )
 
         def closure():
             optimiser.zero_grad()
@@ -293,7 +304,9 @@ def producible_alternative(
 
         optimiser.step(closure)
 
-    output_term = lambda X: ((X @ U - AU) ** 2).sum() / output_scale
+    def output_term(X):
+        return ((X @ U - AU) ** 2).sum() / output_scale
+
     run(lambda X: ((X - B) ** 2).sum() / target_scale + penalty * output_term(X), steps)
     with torch.no_grad():
         P_end, R_end = _gauss_newton(P.detach(), R.detach(), U, AU, polish_steps)

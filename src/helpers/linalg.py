@@ -4,6 +4,7 @@ Ranks use a tolerance relative to the largest singular value. The input
 checks here are the ones every method module shares (public, so no module
 imports another's private names).
 """
+
 from __future__ import annotations
 
 import torch
@@ -109,7 +110,9 @@ def left_null_space(M: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor
     """
     check_matrix(M)
     if M.dim() != 2:
-        raise ValueError(f"left_null_space takes one matrix (n, m); got {tuple(M.shape)}. Loop or use effective_attention for batches.")
+        raise ValueError(
+            f"left_null_space takes one matrix (n, m); got {tuple(M.shape)}. Loop or use effective_attention for batches."
+        )
     U, S, _ = torch.linalg.svd(M.double(), full_matrices=True)
     rank = int((S > singular_value_tolerance(S, rtol)).sum())
     return U[:, rank:].to(M.dtype)

@@ -30,6 +30,7 @@ checking; the two agree to solver tolerance (tested).
 
 This module never loads a model and never draws.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,8 +40,13 @@ import numpy as np
 import torch
 from scipy.optimize import linprog
 
-from .linalg import DEFAULT_RTOL, range_basis
-from .linalg import check_attention_and_values, check_attention_distribution, relative_output_change
+from .linalg import (
+    DEFAULT_RTOL,
+    check_attention_and_values,
+    check_attention_distribution,
+    range_basis,
+    relative_output_change,
+)
 from .nullspace import with_ones
 
 FEASIBILITY_TOL = 1e-9  # basic variables above -tol count as non-negative
@@ -92,14 +98,24 @@ class AttentionBounds:
         points = torch.cat([self.lower_points[rows], self.upper_points[rows]], dim=1)  # (r, 2n, n)
         a = A64[rows]
         bounds = torch.cat([self.lower[rows], self.upper[rows]], dim=1)  # (r, 2n)
-        attained = torch.cat([torch.diagonal(self.lower_points[rows], dim1=1, dim2=2),
-                              torch.diagonal(self.upper_points[rows], dim1=1, dim2=2)], dim=1)
+        attained = torch.cat(
+            [
+                torch.diagonal(self.lower_points[rows], dim1=1, dim2=2),
+                torch.diagonal(self.upper_points[rows], dim1=1, dim2=2),
+            ],
+            dim=1,
+        )
         outside = torch.maximum(self.lower[rows] - a, a - self.upper[rows]).clamp_min(0.0)
         return {
             "min_entry": float(points.min()),
             "row_sum_error": float((points.sum(-1) - 1).abs().max()),
-            "output_error": max((float(relative_output_change(_replace_row(A64, int(i), points[k]), A64, T64).max())
-                                 for k, i in enumerate(rows)), default=0.0),
+            "output_error": max(
+                (
+                    float(relative_output_change(_replace_row(A64, int(i), points[k]), A64, T64).max())
+                    for k, i in enumerate(rows)
+                ),
+                default=0.0,
+            ),
             "attained_error": float((attained - bounds).abs().max()),
             "containment_error": float(outside.max()),
         }
@@ -175,8 +191,9 @@ def _vertex(M: np.ndarray, b: np.ndarray, basis: np.ndarray) -> _Vertex | None:
     return _Vertex(point, basis, B_inv)
 
 
-def _warm_simplex(M: np.ndarray, b: np.ndarray, j: int, sign: float, start: _Vertex,
-                  max_pivots: int, refactor_every: int = 25) -> tuple[_Vertex, int] | None:
+def _warm_simplex(
+    M: np.ndarray, b: np.ndarray, j: int, sign: float, start: _Vertex, max_pivots: int, refactor_every: int = 25
+) -> tuple[_Vertex, int] | None:
     """Minimise sign * p_j over {p >= 0 : M p = b}, starting from a feasible vertex.
 
     Revised primal simplex with an explicit basis inverse, updated after each
@@ -356,12 +373,14 @@ def attention_bounds(
             lower[i, j], lower_points[i, j] = point[j], point
 
     as_tensor = torch.from_numpy
-    return AttentionBounds(as_tensor(lower), as_tensor(upper), as_tensor(lower_points), as_tensor(upper_points),
-                           torch.tensor(rows), stats)
+    return AttentionBounds(
+        as_tensor(lower), as_tensor(upper), as_tensor(lower_points), as_tensor(upper_points), torch.tensor(rows), stats
+    )
 
 
-def extreme_alternative(A: torch.Tensor, T: torch.Tensor, objective: torch.Tensor, rtol: float = DEFAULT_RTOL,
-                        progress: bool = True) -> torch.Tensor:
+def extreme_alternative(
+    A: torch.Tensor, T: torch.Tensor, objective: torch.Tensor, rtol: float = DEFAULT_RTOL, progress: bool = True
+) -> torch.Tensor:
     """For each row i, a valid distribution with the same output that maximises ``objective[i] . p``.
 
     A: (n, n) attention probabilities; T: (n, d); objective: (n, n), row i
@@ -375,8 +394,10 @@ def extreme_alternative(A: torch.Tensor, T: torch.Tensor, objective: torch.Tenso
     check_attention_and_values(A, T)
     check_attention_distribution(A)
     if not isinstance(objective, torch.Tensor) or objective.shape != A.shape:
-        raise ValueError(f"objective must be a tensor of A's shape {tuple(A.shape)}; got "
-                         f"{tuple(objective.shape) if isinstance(objective, torch.Tensor) else type(objective).__name__}.")
+        raise ValueError(
+            f"objective must be a tensor of A's shape {tuple(A.shape)}; got "
+            f"{tuple(objective.shape) if isinstance(objective, torch.Tensor) else type(objective).__name__}."
+        )
     if not torch.isfinite(objective).all():
         raise ValueError("objective contains NaN or infinite values.")
     M = constraint_basis(T, rtol).T

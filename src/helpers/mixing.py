@@ -37,6 +37,7 @@ replaces A by effective attention (chapter 4) in the norm-based measures; since
 A_eff T = A T, every decomposition above still sums to the layer's real output.
 ``local_hta`` gives the layer-local reference: ||d e^l_i / d e^(l-1)_j||_F.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -188,7 +189,9 @@ def _centre(v: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def decompose_layer(model: PreTrainedModel, internals: Internals, layer: int, effective: bool = False) -> LayerDecomposition:
+def decompose_layer(
+    model: PreTrainedModel, internals: Internals, layer: int, effective: bool = False
+) -> LayerDecomposition:
     """Split layer ``layer`` (1..L) into one vector per (hidden token i, input token j).
 
     With ``effective=True`` A is replaced by its effective part (``helpers.effective``);
@@ -284,17 +287,31 @@ def _layer_function(block, heads: int):
     def forward(E: torch.Tensor) -> torch.Tensor:
         n, d = E.shape
         d_v = d // heads
-        split = lambda t: t.view(n, heads, d_v).transpose(0, 1)
-        Q, K, V = split(F.linear(E, sa.query.weight, sa.query.bias)), split(F.linear(E, sa.key.weight, sa.key.bias)), \
-            split(F.linear(E, sa.value.weight, sa.value.bias))
+
+        def split(t):
+            return t.view(n, heads, d_v).transpose(0, 1)
+
+        Q, K, V = (
+            split(F.linear(E, sa.query.weight, sa.query.bias)),
+            split(F.linear(E, sa.key.weight, sa.key.bias)),
+            split(F.linear(E, sa.value.weight, sa.value.bias)),
+        )
         A = torch.softmax(Q @ K.transpose(-1, -2) / d_v**0.5, dim=-1)
         context = (A @ V).transpose(0, 1).reshape(n, d)
-        y = F.layer_norm(F.linear(context, out.dense.weight, out.dense.bias) + E, (d,), out.LayerNorm.weight,
-                         out.LayerNorm.bias, out.LayerNorm.eps)
-        hidden = block.intermediate.intermediate_act_fn(F.linear(y, block.intermediate.dense.weight, block.intermediate.dense.bias))
+        y = F.layer_norm(
+            F.linear(context, out.dense.weight, out.dense.bias) + E,
+            (d,),
+            out.LayerNorm.weight,
+            out.LayerNorm.bias,
+            out.LayerNorm.eps,
+        )
+        hidden = block.intermediate.intermediate_act_fn(
+            F.linear(y, block.intermediate.dense.weight, block.intermediate.dense.bias)
+        )
         ln = block.output.LayerNorm
-        return F.layer_norm(F.linear(hidden, block.output.dense.weight, block.output.dense.bias) + y, (d,), ln.weight,
-                            ln.bias, ln.eps)
+        return F.layer_norm(
+            F.linear(hidden, block.output.dense.weight, block.output.dense.bias) + y, (d,), ln.weight, ln.bias, ln.eps
+        )
 
     return forward
 
@@ -317,7 +334,9 @@ def local_hta(
     check_supported(model)
     internals = capture(model, encoding)
     n, d = internals.n, internals.E.shape[-1]
-    if samples is not None and (isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= d):
+    if samples is not None and (
+        isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= d
+    ):
         raise ValueError(f"samples must be None (exact) or an integer in 1..{d}; got {samples!r}.")
     k = d if samples is None else int(samples)
     if samples is None:
@@ -334,7 +353,7 @@ def local_hta(
         if not torch.allclose(check, internals.hidden_states[index + 1], atol=1e-4 * float(check.abs().max())):
             raise ValueError("The layer function does not reproduce this model's layer; not a post-LN BERT layer.")
         squares = torch.zeros(n, n, dtype=torch.float64)  # [j, i]
-        push = torch.func.vmap(lambda t: torch.func.jvp(forward, (E,), (t,))[1])
+        push = torch.func.vmap(lambda t, forward=forward, E=E: torch.func.jvp(forward, (E,), (t,))[1])
         for start in range(0, n * k, chunk_size):
             stop = min(n * k, start + chunk_size)
             tangents = torch.zeros(stop - start, n, d, dtype=E.dtype)
@@ -378,7 +397,9 @@ def context_mixing(
     if not isinstance(rollout, bool):
         raise TypeError(f"rollout must be True or False, got {rollout!r}.")
     if rollout and method in GLOBAL_METHODS:
-        raise ValueError(f"{method!r} already describes input embeddings -> hidden state l; rollout is not defined for it.")
+        raise ValueError(
+            f"{method!r} already describes input embeddings -> hidden state l; rollout is not defined for it."
+        )
     check_supported(model)
     check_single_sequence(encoding)
     if method == "hta":
@@ -390,7 +411,9 @@ def context_mixing(
         return Mixing(scores=attribution.contributions, method="hta", rollout=False)
     unknown = set(options) - _OPTIONS
     if unknown:
-        raise ValueError(f"Unknown options {sorted(unknown)} for {method!r}; only {sorted(_OPTIONS)} (norm-based methods).")
+        raise ValueError(
+            f"Unknown options {sorted(unknown)} for {method!r}; only {sorted(_OPTIONS)} (norm-based methods)."
+        )
     effective = bool(options.get("effective", False))
     if effective and method not in NORM_METHODS:
         raise ValueError(f"effective=True applies to the norm-based methods {NORM_METHODS}, not {method!r}.")
@@ -402,9 +425,11 @@ def context_mixing(
     if method == "attention":
         local = internals.A.mean(1)
     elif method == "value_zeroing":
-        local = torch.stack([value_zeroing_scores(model, internals, l) for l in range(1, L + 1)])
+        local = torch.stack([value_zeroing_scores(model, internals, layer) for layer in range(1, L + 1)])
     else:
-        local = torch.stack([_norm_scores(decompose_layer(model, internals, l, effective), method) for l in range(1, L + 1)])
+        local = torch.stack(
+            [_norm_scores(decompose_layer(model, internals, layer, effective), method) for layer in range(1, L + 1)]
+        )
     result = Mixing(scores=normalise_rows(local.float().cpu()), method=method, rollout=False, effective=effective)
     return rolled_out(result) if rollout else result
 
@@ -418,7 +443,11 @@ def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id
     """
     check_supported(model)
     n = check_single_sequence(encoding)
-    if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, (int, np.integer)) or not 0 <= mask_token_id < model.config.vocab_size:
+    if (
+        isinstance(mask_token_id, bool)
+        or not isinstance(mask_token_id, (int, np.integer))
+        or not 0 <= mask_token_id < model.config.vocab_size
+    ):
         raise ValueError(f"mask_token_id must be a token id of the model's vocabulary; got {mask_token_id!r}.")
     ids = encoding["input_ids"]
     variants = ids.repeat(n + 1, 1)
@@ -442,8 +471,10 @@ def row_spearman(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     Ties get average ranks; a constant row gives NaN.
     """
     if scores.shape != reference.shape or scores.dim() < 2:
-        raise ValueError(f"scores and reference must have the same shape (..., n, n); got {tuple(scores.shape)} and "
-                         f"{tuple(reference.shape)}.")
+        raise ValueError(
+            f"scores and reference must have the same shape (..., n, n); got {tuple(scores.shape)} and "
+            f"{tuple(reference.shape)}."
+        )
     a = _ranks(scores.detach().double().cpu().numpy())
     b = _ranks(reference.detach().double().cpu().numpy())
     a = a - a.mean(-1, keepdims=True)
@@ -457,5 +488,7 @@ def spearman(a, b) -> float:
     """Spearman correlation of two 1-D sequences of the same length."""
     a, b = torch.as_tensor(np.asarray(a, dtype=float)), torch.as_tensor(np.asarray(b, dtype=float))
     if a.dim() != 1 or a.shape != b.shape or len(a) < 2:
-        raise ValueError(f"Expected two 1-D sequences of the same length >= 2; got {tuple(a.shape)} and {tuple(b.shape)}.")
+        raise ValueError(
+            f"Expected two 1-D sequences of the same length >= 2; got {tuple(a.shape)} and {tuple(b.shape)}."
+        )
     return float(row_spearman(a[None, None], b[None, None])[0, 0])

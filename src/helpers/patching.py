@@ -13,6 +13,7 @@ Mechanism: a forward hook on the layer's ``BertSelfAttention`` module,
 registered with ``prepend=True`` so it runs before the hook transformers
 uses to record attentions. The hook is removed on exit, even on error.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -81,12 +82,18 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
         context, weights = output  # (batch, n, h * d_v), (batch, h, n, n)
         n = hidden.shape[1]
         if attention.shape[-1] != n:
-            raise ValueError(f"The patch for layer {layer}, head {head} is {attention.shape[-1]} x "
-                             f"{attention.shape[-1]} but the input has {n} tokens.")
+            raise ValueError(
+                f"The patch for layer {layer}, head {head} is {attention.shape[-1]} x "
+                f"{attention.shape[-1]} but the input has {n} tokens."
+            )
         if attention.dim() == 3 and attention.shape[0] != hidden.shape[0]:
-            raise ValueError(f"The patch has a batch of {attention.shape[0]} but the input a batch of {hidden.shape[0]}.")
+            raise ValueError(
+                f"The patch has a batch of {attention.shape[0]} but the input a batch of {hidden.shape[0]}."
+            )
         A = attention.to(device=hidden.device, dtype=hidden.dtype)
-        values = torch.nn.functional.linear(hidden, mod.value.weight[columns], mod.value.bias[columns])  # (batch, n, d_v)
+        values = torch.nn.functional.linear(
+            hidden, mod.value.weight[columns], mod.value.bias[columns]
+        )  # (batch, n, d_v)
         context = context.clone()
         context[..., columns] = A @ values
         if weights is not None:
@@ -117,8 +124,9 @@ def run_patched(model: PreTrainedModel, encoding, layer: int, head: int, attenti
 
 
 @torch.no_grad()
-def hidden_state_change(model: PreTrainedModel, encoding, layer: int, head: int, attentions: torch.Tensor,
-                        progress: bool = True) -> torch.Tensor:
+def hidden_state_change(
+    model: PreTrainedModel, encoding, layer: int, head: int, attentions: torch.Tensor, progress: bool = True
+) -> torch.Tensor:
     """Largest change of every hidden state when one head's attention is replaced.
 
     attentions: (m, n, n), m replacements tried one at a time. Returns

@@ -16,6 +16,7 @@ the nearest-neighbour search matching the loss:
 Train and test sets are split by sequence, never by token (``split_by_sentence``),
 so no sequence contributes tokens to both.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
         if value.dim() != 2:
             raise ValueError(f"{name} must be (N, d); got shape {tuple(value.shape)}.")
     if hidden.shape[0] != targets.shape[0]:
-        raise ValueError(f"hidden has {hidden.shape[0]} tokens but targets has {targets.shape[0]}; they must match row for row.")
+        raise ValueError(
+            f"hidden has {hidden.shape[0]} tokens but targets has {targets.shape[0]}; they must match row for row."
+        )
     if hidden.shape[0] == 0:
         raise ValueError("No tokens to fit a map on: the training set is empty.")
 
@@ -178,7 +181,9 @@ def fit_map(
     hidden, targets = hidden.float(), targets.float()
     if kind == "naive":
         if hidden.shape[1] != targets.shape[1]:
-            raise ValueError(f"The naive map is the identity: it needs hidden and input tokens of one size, got {hidden.shape[1]} and {targets.shape[1]}.")
+            raise ValueError(
+                f"The naive map is the identity: it needs hidden and input tokens of one size, got {hidden.shape[1]} and {targets.shape[1]}."
+            )
         return TokenMap(kind, loss, nn.Identity())
     # cosine ignores each target's length: fit the linear start to unit-length targets
     aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets
@@ -196,8 +201,16 @@ def fit_map(
     return TokenMap(kind, loss, mlp.eval())
 
 
-def _adam(module: nn.Module, hidden: torch.Tensor, targets: torch.Tensor, loss: str,
-          seed: int, epochs: int, batch_size: int, lr: float) -> None:
+def _adam(
+    module: nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    loss: str,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+) -> None:
     """Seeded mini-batch Adam on ``loss``: ``epochs`` passes in about ``batch_size``-token batches."""
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(module.parameters(), lr=lr)
@@ -262,9 +275,13 @@ def nearest_in_sentence(
     """
     _check_choice(distance, LOSSES, "distance")
     if queries.dim() != 2 or inputs.dim() != 2:
-        raise ValueError(f"queries and inputs must be (M, d) and (N, d); got {tuple(queries.shape)} and {tuple(inputs.shape)}.")
+        raise ValueError(
+            f"queries and inputs must be (M, d) and (N, d); got {tuple(queries.shape)} and {tuple(inputs.shape)}."
+        )
     if queries.shape[1] != inputs.shape[1]:
-        raise ValueError(f"queries have size {queries.shape[1]} but input tokens {inputs.shape[1]}: map to input space first.")
+        raise ValueError(
+            f"queries have size {queries.shape[1]} but input tokens {inputs.shape[1]}: map to input space first."
+        )
     if query_sentence.shape != (queries.shape[0],) or input_sentence.shape != (inputs.shape[0],):
         raise ValueError("Each query and each input token needs exactly one sentence id.")
     if queries.shape[0] == 0 or inputs.shape[0] == 0:
@@ -284,7 +301,9 @@ def nearest_in_sentence(
     padded_queries = torch.zeros(G, int(q_counts.max()), d)
     padded_queries[query_group, q_slot] = queries.float()
     if distance == "cosine":
-        scores = -nn.functional.normalize(padded_queries, dim=-1) @ nn.functional.normalize(padded_inputs, dim=-1).transpose(1, 2)
+        scores = -nn.functional.normalize(padded_queries, dim=-1) @ nn.functional.normalize(
+            padded_inputs, dim=-1
+        ).transpose(1, 2)
     else:
         # squared distance |q|^2 - 2 q.x + |x|^2 (the |q|^2 term does not change the argmin)
         scores = (padded_inputs**2).sum(-1)[:, None, :] - 2 * padded_queries @ padded_inputs.transpose(1, 2)
@@ -352,7 +371,9 @@ def chance_rate(tokens: HiddenTokens) -> float:
 # --------------------------------------------------------------------------- splits and fits on HiddenTokens
 
 
-def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: int = 0) -> tuple[HiddenTokens, HiddenTokens]:
+def split_by_sentence(
+    tokens: HiddenTokens, test_fraction: float = 0.3, seed: int = 0
+) -> tuple[HiddenTokens, HiddenTokens]:
     """Random train/test split of whole sequences (no sequence in both).
 
     Returns ``(train, test)``; the test set gets ``round(test_fraction * S)``
@@ -402,7 +423,9 @@ def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | 
         raise ValueError("The map has no training hidden state; say which hidden_state to evaluate.")
     hidden_state = _check_hidden_state(tokens, hidden_state)
     predicted = token_map(tokens.hidden[hidden_state])
-    return identifiability_rate(predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset)
+    return identifiability_rate(
+        predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset
+    )
 
 
 # --------------------------------------------------------------------------- experiments
@@ -517,8 +540,15 @@ def fraction_curve(
     for kind, f in tqdm(jobs, desc="training fractions", disable=not progress):
         subset = train.select(permuted[: max(1, math.ceil(f * len(ids)))].sort().values)
         fitted = fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options)
-        rows.append({"map": kind, "fraction": f, "sentences": len(subset.sentence_ids), "tokens": len(subset),
-                     "rate": evaluate_map(fitted, test)})
+        rows.append(
+            {
+                "map": kind,
+                "fraction": f,
+                "sentences": len(subset.sentence_ids),
+                "tokens": len(subset),
+                "rate": evaluate_map(fitted, test),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -576,17 +606,26 @@ def neighbour_rates(
     for state in tqdm(chosen, desc="neighbours", disable=not progress):
         hidden = train.hidden[state, train_rows]
         if kind == "linear" and loss == "l2":
-            joint = fit_map(hidden, torch.cat([train.x[train_targets[k]] for k in offsets], dim=1), kind, loss, **options)
+            joint = fit_map(
+                hidden, torch.cat([train.x[train_targets[k]] for k in offsets], dim=1), kind, loss, **options
+            )
             maps = [joint.module.weight[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
             biases = [joint.module.bias[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
-            predict = lambda i, e: e @ maps[i].T + biases[i]
+
+            def predict(i, e, maps=maps, biases=biases):
+                return e @ maps[i].T + biases[i]
         else:
             fitted = [fit_map(hidden, train.x[train_targets[k]], kind, loss, **options) for k in offsets]
-            predict = lambda i, e: fitted[i](e)
+
+            def predict(i, e, fitted=fitted):
+                return fitted[i](e)
+
         with torch.no_grad():  # one nearest-token search for all offsets of this hidden state
             predicted = torch.cat([predict(i, test.hidden[state, test_rows]) for i in range(len(offsets))])
             query_sentence = test.sentence[test_rows].repeat(len(offsets))
             nearest = nearest_in_sentence(predicted, query_sentence, test.x, test.sentence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
-        rows += [{"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)]
+        rows += [
+            {"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)
+        ]
     return pd.DataFrame(rows)

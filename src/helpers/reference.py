@@ -18,6 +18,7 @@ each ``BertLayer``) with respect to the raw embeddings ``x: (n, d)``:
 
 Each returns ``norms: (L, n, n)`` with ``norms[l, i, j] = ||d e^{l+1}_i / d x_j||_F``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -186,6 +187,7 @@ def value_zeroing_reference(model: PreTrainedModel, encoding: BatchEncoding, lay
     scores = torch.zeros(n, n, dtype=original.dtype)
     value = model.encoder.layer[index].attention.self.value
     for j in range(n):
+
         def zero_row(module, inputs, output, j=j):
             output = output.clone()
             output[:, j] = 0.0
@@ -213,7 +215,8 @@ def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, laye
     seen = {}
     handles = [
         block.attention.output.LayerNorm.register_forward_hook(
-            lambda m, i, o: seen.update(ln1_in=i[0][0], ln1_out=o[0])),
+            lambda m, i, o: seen.update(ln1_in=i[0][0], ln1_out=o[0])
+        ),
         block.register_forward_hook(lambda m, i, o: seen.update(E=i[0][0])),
     ]
     try:
@@ -274,9 +277,10 @@ def local_hta_reference(model: PreTrainedModel, encoding: BatchEncoding) -> torc
         hidden = _hidden_states(model, encoding)
     out = []
     for index, block in enumerate(model.encoder.layer):
-        J = torch.autograd.functional.jacobian(lambda E: block(E[None])[0], hidden[index])  # (n, d, n, d)
+        J = torch.autograd.functional.jacobian(lambda E, block=block: block(E[None])[0], hidden[index])  # (n, d, n, d)
         out.append(J.pow(2).sum((1, 3)).sqrt())
     return torch.stack(out)
+
 
 # ---- Causal effective attention (helpers.causal), one row and one head at a time ----
 

@@ -4,6 +4,7 @@ Every table here follows the book's numbering (``helpers.numbering``):
 ``layer`` 1..L, ``head`` 1..h, ``hidden_state`` 0..L; ``n`` is the sequence
 length. The maths lives in the method modules; this module only loops.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -65,7 +66,9 @@ def rank_sweep(
     if not encodings:
         raise ValueError("encodings is empty: give at least one encoded text.")
     check_matrices(matrices)
-    if per_text is not None and (isinstance(per_text, bool) or not isinstance(per_text, numbers.Integral) or per_text < 1):
+    if per_text is not None and (
+        isinstance(per_text, bool) or not isinstance(per_text, numbers.Integral) or per_text < 1
+    ):
         raise ValueError(f"per_text must be a positive int or None; got {per_text!r}.")
     jobs = []
     for t, enc in enumerate(encodings):
@@ -146,8 +149,10 @@ def effective_attention_sweep(
             columns[f"raw_{name}"] = attention_to(A, mask)
             columns[f"effective_{name}"] = attention_to(split.effective, mask)
         L, h = A.shape[:2]
-        frame = {"layer": [layer_number(i) for i in range(L) for _ in range(h)],
-                 "head": [head_number(k) for _ in range(L) for k in range(h)]}
+        frame = {
+            "layer": [layer_number(i) for i in range(L) for _ in range(h)],
+            "head": [head_number(k) for _ in range(L) for k in range(h)],
+        }
         frame.update({key: value.reshape(-1).double().cpu().numpy() for key, value in columns.items()})
         part = pd.DataFrame(frame)
         part.insert(0, "n", internals.n)
@@ -222,17 +227,20 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
         sinks.append(tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])))
     common = max(sorted(set(sinks)), key=sinks.count)
     raw_mean, effective_mean = torch.stack(raw).mean(0), torch.stack(effective).mean(0)
-    return pd.DataFrame({
-        "layer": [layer_number(i) for i in range(len(raw_mean))],
-        "raw": raw_mean.double().numpy(),
-        "effective": effective_mean.double().numpy(),
-        "sink": common,
-        "sink_share": sinks.count(common) / len(sinks),
-    })
+    return pd.DataFrame(
+        {
+            "layer": [layer_number(i) for i in range(len(raw_mean))],
+            "raw": raw_mean.double().numpy(),
+            "effective": effective_mean.double().numpy(),
+            "sink": common,
+            "sink_share": sinks.count(common) / len(sinks),
+        }
+    )
 
 
-def naive_identifiability_table(model: PreTrainedModel, tokenizer, examples: Sequence,
-                                distance: str = "cosine") -> pd.DataFrame:
+def naive_identifiability_table(
+    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
+) -> pd.DataFrame:
     """Naive (identity map) token identifiability per hidden state 0..L over ``examples``.
 
     Token i of a sequence is identified at hidden state l when its hidden vector is
@@ -241,9 +249,11 @@ def naive_identifiability_table(model: PreTrainedModel, tokenizer, examples: Seq
     """
     examples = _examples_of(examples)
     tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
-    rates = [identifiability_rate(tokens.hidden[l], tokens.x, tokens.sentence, distance)
-             for l in range(tokens.layers + 1)]
+    rates = [
+        identifiability_rate(tokens.hidden[i], tokens.x, tokens.sentence, distance) for i in range(tokens.layers + 1)
+    ]
     return pd.DataFrame({"hidden_state": range(tokens.layers + 1), "rate": rates})
+
 
 # --------------------------------------------------------------------------- chapter 7: context mixing
 
@@ -295,8 +305,8 @@ def _timed(function, *args, **kwargs):
 def _rows(example: str, measure: str, kind: str, rho: torch.Tensor) -> list[dict]:
     L, n = rho.shape
     return [
-        {"example": example, "measure": measure, "kind": kind, "layer": l + 1, "token": i, "rho": float(rho[l, i])}
-        for l in range(L)
+        {"example": example, "measure": measure, "kind": kind, "layer": k + 1, "token": i, "rho": float(rho[k, i])}
+        for k in range(L)
         for i in range(n)
     ]
 
@@ -356,8 +366,7 @@ def context_mixing_sweep(
         results[result.name] = result
         for name, result in results.items():
             received = result.scores[-1].mean(0)  # (n,) each input's share, averaged over hidden tokens
-            loo_rows.append({"example": example.id, "measure": name,
-                             "rho": mixing.spearman(received[keep], loo[keep])})
+            loo_rows.append({"example": example.id, "measure": name, "rho": mixing.spearman(received[keep], loo[keep])})
     return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), pd.DataFrame(cost), hta_options, local_samples)
 
 
@@ -375,6 +384,7 @@ def cost_table(sweep: MixingSweep) -> pd.DataFrame:
     table = sweep.cost.groupby("measure")["seconds"].median().to_frame("seconds per sentence")
     table["fraction of HTA"] = table["seconds per sentence"] / table.loc["hta", "seconds per sentence"]
     return table.sort_values("seconds per sentence")
+
 
 # ---- Causal heads: how much of the attention on one position (the sink) is effective ----
 
@@ -417,20 +427,24 @@ def sink_sweep(
         split = causal_effective_attention(internals.A, V=internals.V, H=internals.H, groups=internals.groups)
         raw, effective = attention_on_position(internals.A, split.effective, position, first)
         norms = internals.T.norm(dim=-1)  # (L, h, n)
-        others = torch.cat([norms[..., :position], norms[..., position + 1:]], dim=-1).mean(dim=-1)
+        others = torch.cat([norms[..., :position], norms[..., position + 1 :]], dim=-1).mean(dim=-1)
         ratio = norms[..., position] / others
         L, h = raw.shape
-        frames.append(pd.DataFrame({
-            "text": index,
-            "layer": [layer_number(l) for l in range(L) for _ in range(h)],
-            "head": [head_number(j) for _ in range(L) for j in range(h)],
-            "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],
-            "n": internals.n,
-            "rows": internals.n - first,
-            "raw": raw.flatten().double().numpy(),
-            "effective": effective.flatten().double().numpy(),
-            "value_norm_ratio": ratio.flatten().double().numpy(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "text": index,
+                    "layer": [layer_number(k) for k in range(L) for _ in range(h)],
+                    "head": [head_number(j) for _ in range(L) for j in range(h)],
+                    "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],
+                    "n": internals.n,
+                    "rows": internals.n - first,
+                    "raw": raw.flatten().double().numpy(),
+                    "effective": effective.flatten().double().numpy(),
+                    "value_norm_ratio": ratio.flatten().double().numpy(),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -444,9 +458,11 @@ def summarise_sink(table: pd.DataFrame, by: Sequence[str] = ("layer", "head")) -
     if missing:
         raise ValueError(f"table lacks the columns {sorted(missing)}; pass the output of sink_sweep.")
     grouped = table.groupby(list(by))
-    out = pd.DataFrame({
-        "raw": grouped["raw"].sum() / grouped["rows"].sum(),
-        "effective": grouped["effective"].sum() / grouped["rows"].sum(),
-    })
+    out = pd.DataFrame(
+        {
+            "raw": grouped["raw"].sum() / grouped["rows"].sum(),
+            "effective": grouped["effective"].sum() / grouped["rows"].sum(),
+        }
+    )
     out["effective_share"] = out["effective"] / out["raw"]
     return out.reset_index()

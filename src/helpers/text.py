@@ -1,4 +1,5 @@
 """Turning text into one model-ready, unpadded encoding, with early checks."""
+
 from __future__ import annotations
 
 import numbers
@@ -75,7 +76,9 @@ def text_pair_of(item, index: int = 0) -> tuple[str, str | None]:
         if not isinstance(value, str):
             raise TypeError(f"Item {index}: texts must be strings, got {type(value).__name__}.")
         if not visible_text(value):
-            raise ValueError(f"Item {index} has an empty text (nothing visible): every sequence needs at least one word.")
+            raise ValueError(
+                f"Item {index} has an empty text (nothing visible): every sequence needs at least one word."
+            )
     return a, b
 
 
@@ -137,7 +140,9 @@ def check_encoding(model: PreTrainedModel, encoding: BatchEncoding) -> int:
     types = encoding.get("token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
-            raise ValueError(f"token_type_ids {tuple(types.shape)} must have the shape of input_ids {tuple(ids.shape)}.")
+            raise ValueError(
+                f"token_type_ids {tuple(types.shape)} must have the shape of input_ids {tuple(ids.shape)}."
+            )
         allowed = getattr(config, "type_vocab_size", 2)
         if bool((types < 0).any()) or bool((types >= allowed).any()):
             raise ValueError(

@@ -1,9 +1,10 @@
 """Token classes the paper looks at ([CLS], [SEP], punctuation) and the attention they receive."""
+
 from __future__ import annotations
 
 import string
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import torch
@@ -66,8 +67,16 @@ def summarise_token_classes(table, classes: Sequence[str] = ("[CLS]", "[SEP]", "
     parts = []
     for c in classes:
         mean = table.groupby("layer")[[f"raw_{c}", f"effective_{c}"]].mean()
-        parts.append(pd.DataFrame({"layer": mean.index, "token": c, "raw": mean[f"raw_{c}"].values,
-                                   "effective": mean[f"effective_{c}"].values}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "layer": mean.index,
+                    "token": c,
+                    "raw": mean[f"raw_{c}"].values,
+                    "effective": mean[f"effective_{c}"].values,
+                }
+            )
+        )
     out = pd.concat(parts, ignore_index=True)
     out["removed"] = 1 - out["effective"] / out["raw"]
     return out

@@ -12,6 +12,7 @@ stopped almost at once by the smallest softmax weights. Each slider spans
 its own direction's non-negative range divided by the number of sliders, so
 every slider setting is an average of valid matrices and therefore valid.
 """
+
 from __future__ import annotations
 
 import io
@@ -47,8 +48,16 @@ class NullSpaceExplorer:
         widget: the ``VBox`` to display.
     """
 
-    def __init__(self, A: torch.Tensor, T: torch.Tensor, tokens: Sequence[str] | None = None,
-                 directions: int | torch.Tensor = 2, seed: int = 0, rtol: float = DEFAULT_RTOL, dpi: int = 72):
+    def __init__(
+        self,
+        A: torch.Tensor,
+        T: torch.Tensor,
+        tokens: Sequence[str] | None = None,
+        directions: int | torch.Tensor = 2,
+        seed: int = 0,
+        rtol: float = DEFAULT_RTOL,
+        dpi: int = 72,
+    ):
         import ipywidgets as widgets
 
         check_attention_and_values(A, T)
@@ -57,33 +66,51 @@ class NullSpaceExplorer:
             raise ValueError(f"{len(tokens)} tokens for an attention matrix of {A.shape[0]} rows.")
         N = simplex_null_space(T, rtol)
         if N.shape[1] == 0:
-            raise ValueError(f"LN([T, 1]) is trivial for this input of {A.shape[0]} tokens: attention is identifiable "
-                             "here and there is nothing to explore. Use a longer input.")
+            raise ValueError(
+                f"LN([T, 1]) is trivial for this input of {A.shape[0]} tokens: attention is identifiable "
+                "here and there is nothing to explore. Use a longer input."
+            )
         self.A, self.T, self.tokens, self.dpi = A.double(), T.double(), tokens, dpi
         if isinstance(directions, torch.Tensor):
             if directions.dim() != 3 or directions.shape[1:] != A.shape or not 1 <= directions.shape[0] <= 4:
-                raise ValueError(f"directions must be (k, n, n) with k from 1 to 4 and n = {A.shape[0]}; "
-                                 f"got {tuple(directions.shape)}.")
+                raise ValueError(
+                    f"directions must be (k, n, n) with k from 1 to 4 and n = {A.shape[0]}; "
+                    f"got {tuple(directions.shape)}."
+                )
             D = directions.double()
             leak = float((D - null_projection(D, N)).abs().max() / D.abs().max().clamp_min(1e-300))
             if not torch.isfinite(D).all() or leak > 1e-6:
-                raise ValueError("directions must be finite with every row in LN([T, 1]); project them with "
-                                 "null_projection(directions, simplex_null_space(T)).")
+                raise ValueError(
+                    "directions must be finite with every row in LN([T, 1]); project them with "
+                    "null_projection(directions, simplex_null_space(T))."
+                )
             self.directions = D
         elif isinstance(directions, int) and not isinstance(directions, bool) and 1 <= directions <= 4:
             draws = torch.Generator().manual_seed(seed)
-            objectives = [-self.A] + [torch.randn(A.shape, generator=draws, dtype=torch.float64)
-                                      for _ in range(directions - 1)]
-            self.directions = torch.stack([extreme_alternative(self.A, self.T, objective, rtol, progress=False) - self.A
-                                           for objective in objectives])
+            objectives = [-self.A] + [
+                torch.randn(A.shape, generator=draws, dtype=torch.float64) for _ in range(directions - 1)
+            ]
+            self.directions = torch.stack(
+                [
+                    extreme_alternative(self.A, self.T, objective, rtol, progress=False) - self.A
+                    for objective in objectives
+                ]
+            )
         else:
             raise ValueError(f"directions must be an int from 1 to 4 or a (k, n, n) tensor; got {directions!r}.")
         self.ranges = [step_range(self.A, D) for D in self.directions]
         k = len(self.directions)
         self.sliders = [
-            widgets.FloatSlider(value=0.0, min=low / k, max=high / k, step=(high - low) / (k * 200),
-                                description=f"step $t_{i + 1}$", readout_format=".3g", continuous_update=False,
-                                layout=widgets.Layout(width="45%"))
+            widgets.FloatSlider(
+                value=0.0,
+                min=low / k,
+                max=high / k,
+                step=(high - low) / (k * 200),
+                description=f"step $t_{i + 1}$",
+                readout_format=".3g",
+                continuous_update=False,
+                layout=widgets.Layout(width="45%"),
+            )
             for i, (low, high) in enumerate(self.ranges)
         ]
         self.caption = widgets.HTML()
@@ -118,8 +145,9 @@ class NullSpaceExplorer:
         from .plots.nullspace import plot_null_step
 
         t = self._steps(steps)
-        return plot_null_step(self.A, self.alternative(t.tolist()), self.output_change(t.tolist()), self.tokens,
-                              steps=t.tolist())
+        return plot_null_step(
+            self.A, self.alternative(t.tolist()), self.output_change(t.tolist()), self.tokens, steps=t.tolist()
+        )
 
     def update(self) -> None:
         """Redraw the picture and caption for the sliders' values (called on every slider change)."""

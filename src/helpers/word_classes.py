@@ -14,6 +14,7 @@ clitic after an apostrophe (``don ' t``, ``it ' s``) counts as a function word.
 
 Tensors in, tables out: this module never loads a model and never draws.
 """
+
 from __future__ import annotations
 
 import string
@@ -124,7 +125,9 @@ def self_contribution_by_class(
         if not isinstance(c, torch.Tensor) or c.dim() != 3 or c.shape[-1] != c.shape[-2]:
             raise ValueError(f"contributions[{index}] must be a (layers, n, n) tensor.")
         if c.shape[0] != len(layers):
-            raise ValueError(f"contributions[{index}] holds {c.shape[0]} layers but {len(layers)} layer numbers were given.")
+            raise ValueError(
+                f"contributions[{index}] holds {c.shape[0]} layers but {len(layers)} layer numbers were given."
+            )
         n = c.shape[-1]
         if len(labels) != n:
             raise ValueError(f"Sequence {index} has {n} tokens but {len(labels)} class labels.")
@@ -132,13 +135,17 @@ def self_contribution_by_class(
         if unknown:
             raise ValueError(f"Unknown word classes {sorted(unknown)}; expected {WORD_CLASSES}.")
         own = torch.diagonal(c, dim1=-2, dim2=-1).detach().cpu().double().numpy()  # (L', n)
-        frames.append(pd.DataFrame({
-            "example": index,
-            "layer": np.repeat(layers, n),
-            "position": np.tile(np.arange(n), len(layers)),
-            "word_class": np.tile(np.asarray(labels, dtype=object), len(layers)),
-            "self_contribution": own.ravel(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "example": index,
+                    "layer": np.repeat(layers, n),
+                    "position": np.tile(np.arange(n), len(layers)),
+                    "word_class": np.tile(np.asarray(labels, dtype=object), len(layers)),
+                    "self_contribution": own.ravel(),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

@@ -20,6 +20,7 @@ page that needs the network fails. Each page fails on
 A screenshot of each page goes to ``_build/screenshots/``. A separate check,
 without a browser, reads the HTML: no page loads MathJax from a CDN.
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,7 +39,9 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 # TeX that should never survive typesetting; checked in the text outside MathJax's output and code.
-RAW_TEX = re.compile(r"\$\$|\\(?:frac|mathbb|mathbf|mathrm|operatorname|begin|end|sqrt|left|right|top|cdot|sum|in|le|ge)(?![a-zA-Z])|\\[(\[]")
+RAW_TEX = re.compile(
+    r"\$\$|\\(?:frac|mathbb|mathbf|mathrm|operatorname|begin|end|sqrt|left|right|top|cdot|sum|in|le|ge)(?![a-zA-Z])|\\[(\[]"
+)
 REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
 
 
@@ -59,7 +62,9 @@ def book_pages() -> list[str]:
     if not HTML.is_dir():
         return []
     skip = ("_static", "_sources", "_images", "_sphinx_design_static")
-    return sorted(p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html") if not p.relative_to(HTML).parts[0] in skip)
+    return sorted(
+        p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html") if p.relative_to(HTML).parts[0] not in skip
+    )
 
 
 def test_raw_tex_pattern():
@@ -200,7 +205,9 @@ def check_hidden_inputs(page) -> list[str]:
 def test_page(browser, server, page_path):
     redirect = REDIRECT.search((HTML / page_path).read_text()) if (HTML / page_path).exists() else None
     if redirect:  # a bare redirect (the book's index.html): its target must exist
-        assert (HTML / page_path).parent.joinpath(redirect.group(1)).exists(), f"{page_path} redirects to a missing page"
+        assert (HTML / page_path).parent.joinpath(redirect.group(1)).exists(), (
+            f"{page_path} redirects to a missing page"
+        )
         return
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -223,14 +230,16 @@ def test_page(browser, server, page_path):
     try:
         page.goto(f"{server}/{page_path}", wait_until="load")
         if page.locator(".math, mjx-container").count():
-            typeset = page.evaluate("() => window.MathJax && window.MathJax.startup ? MathJax.startup.promise.then(() => true) : false")
+            typeset = page.evaluate(
+                "() => window.MathJax && window.MathJax.startup ? MathJax.startup.promise.then(() => true) : false"
+            )
             if not typeset:
                 problems.append("the page has math but MathJax did not start")
         broken = page.evaluate(_BROKEN_IMAGES_JS)
         problems += [f"image did not load: {src}" for src in broken]
         text = page.evaluate(_VISIBLE_TEXT_JS)
         for match in list(RAW_TEX.finditer(text))[:5]:
-            problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40):match.end() + 40]!r}...")
+            problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
         widgets = page.evaluate(_WIDGETS_WITHOUT_STATIC_JS)
         problems += [f"interactive widget without a static figure: {cell}" for cell in widgets["bad"]]
         problems += check_hidden_inputs(page)
@@ -241,7 +250,9 @@ def test_page(browser, server, page_path):
             if not hrefs:
                 problems.append("no Colab launch button")
             problems += [f"Colab button opens {href}, not {expected}" for href in hrefs if href != expected]
-        page.screenshot(path=str(SCREENSHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        page.screenshot(
+            path=str(SCREENSHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True
+        )
         problems += check_solutions(page)  # last: it clicks
     finally:
         context.close()
@@ -262,5 +273,7 @@ def test_math_is_served_from_the_build():
         assert not remote, f"{page_path} loads MathJax from the network: {remote}"
         if 'class="math' in html:
             with_math += 1
-            assert any(re.search(r"(^|/)_static/mathjax/tex-chtml\.js", src) for src in scripts), f"{page_path} has math but no local MathJax"
+            assert any(re.search(r"(^|/)_static/mathjax/tex-chtml\.js", src) for src in scripts), (
+                f"{page_path} has math but no local MathJax"
+            )
     assert with_math, "no page with math was found: the check saw nothing"

@@ -1,4 +1,5 @@
 """Figures. A plot never computes a method: it draws what the method modules return."""
+
 from .attribution import (
     plot_cls,
     plot_contribution_maps,
@@ -7,8 +8,15 @@ from .attribution import (
     plot_not_largest_share,
     plot_self_contribution,
 )
+
+# ---- chapter 9: decoders ----
+from .decoder import plot_causal_null_dimensions, plot_sink
 from .effective import plot_attention_split, plot_correlation_vs_length, plot_token_class_attention
 from .heatmaps import token_heatmap
+
+# ---- issue 12 part 2: do the keys allow the alternatives? (chapter 3)
+from .keys import plot_centred_log_spectra
+from .mixing import plot_agreement, plot_cost, plot_leave_one_out
 from .nullspace import (
     plot_attention_comparison,
     plot_family_rows,
@@ -21,11 +29,5 @@ from .nullspace import (
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
-# ---- chapter 9: decoders ----
-from .decoder import plot_causal_null_dimensions, plot_sink
 # ---- issue 12: word classes (chapter 6)
 from .word_classes import plot_self_contribution_by_class
-
-from .mixing import plot_agreement, plot_cost, plot_leave_one_out
-# ---- issue 12 part 2: do the keys allow the alternatives? (chapter 3)
-from .keys import plot_centred_log_spectra

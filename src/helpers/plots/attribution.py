@@ -1,7 +1,8 @@
 """Figures of Hidden Token Attribution (chapter 6). They draw what ``helpers.attribution`` returns."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -67,16 +68,30 @@ def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax
         _, ax = plt.subplots(figsize=(7.0, 4.0))
     layers = sorted(table["layer"].unique())
     data = [table.loc[table["layer"] == layer, "self_contribution"].to_numpy() for layer in layers]
-    ax.boxplot(data, positions=layers, widths=0.5, showfliers=False, patch_artist=True,
-               boxprops={"facecolor": RAW, "alpha": 0.55}, medianprops={"color": "black"})
+    ax.boxplot(
+        data,
+        positions=layers,
+        widths=0.5,
+        showfliers=False,
+        patch_artist=True,
+        boxprops={"facecolor": RAW, "alpha": 0.55},
+        medianprops={"color": "black"},
+    )
     ax.plot([], [], color=RAW, lw=6, alpha=0.55, label="this book's model (median, quartiles, 1.5 IQR)")
     if paper is not None:
         points = paper["median_self_contribution"]
         xs = [_paper_x(layer, num_layers, paper["layers"]) for layer in points]
         ax.scatter(xs, list(points.values()), color=PAPER, marker="D", zorder=3, label=PAPER_LABEL)
         for x, (layer, value) in zip(xs, points.items(), strict=True):
-            ax.annotate(f"layer {layer}: {value:.1%}", (x, value), xytext=(-4, -13), textcoords="offset points",
-                        ha="right" if x > 1 else "left", fontsize=8, color=PAPER)
+            ax.annotate(
+                f"layer {layer}: {value:.1%}",
+                (x, value),
+                xytext=(-4, -13),
+                textcoords="offset points",
+                ha="right" if x > 1 else "left",
+                fontsize=8,
+                color=PAPER,
+            )
     ax.set_xticks(layers)
     ax.set_xlim(0.3, num_layers + 0.6)
     ax.set_ylim(0, 1)
@@ -119,8 +134,9 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
     for side, style in (("left", "-"), ("right", "--")):
         for name in bins:
             rows = distance[distance["group"] == f"{side} {name}"]
-            axes[0].plot(rows["layer"], rows["per_token"], ls=style, marker="o", color=palette[name],
-                         label=f"{side} {name}")
+            axes[0].plot(
+                rows["layer"], rows["per_token"], ls=style, marker="o", color=palette[name], label=f"{side} {name}"
+            )
     axes[0].set_yscale("log")
     axes[0].set_xticks(layers)
     axes[0].set_xlabel("layer")
@@ -152,8 +168,14 @@ def plot_cls(segments, around, axes=None) -> np.ndarray:
         _, axes = plt.subplots(1, 2, figsize=(12.0, 4.0), gridspec_kw={"width_ratios": [1.1, 1], "wspace": 0.45})
     grid = around.pivot(index="layer", columns="offset", values="contribution")
     labels = [("[SEP]" if o == 0 else f"{o:+d}") for o in grid.columns]
-    token_heatmap(torch.tensor(grid.to_numpy()), [f"layer {layer}" for layer in grid.index], labels, ax=axes[0], vmin=0.0,
-                  title="[CLS]: contribution of tokens around the first [SEP]")
+    token_heatmap(
+        torch.tensor(grid.to_numpy()),
+        [f"layer {layer}" for layer in grid.index],
+        labels,
+        ax=axes[0],
+        vmin=0.0,
+        title="[CLS]: contribution of tokens around the first [SEP]",
+    )
     axes[0].set_xticklabels(labels, rotation=0)
     axes[0].tick_params(axis="both", labelsize=9)
     axes[0].collections[0].colorbar.set_label("mean $c^l_{[CLS],j}$")

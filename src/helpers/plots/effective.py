@@ -1,4 +1,5 @@
 """Figures of chapter 4: raw, effective and null attention."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -34,12 +35,27 @@ def plot_attention_split(
     raw_limit = float(np.quantile(raw, 0.995))
     raw_limit = raw_limit if raw_limit > 0 else 1.0
     fig, axes = plt.subplots(1, 3, figsize=(16.5, 5.8), layout="constrained")
-    token_heatmap(raw, tokens, ax=axes[0], title="raw attention $A$", vmin=0.0, vmax=raw_limit,
-                  max_labels=max_labels)
-    token_heatmap(effective, tokens, ax=axes[1], title=r"effective attention $A_{\mathrm{eff}}$",
-                  center=0.0, vmin=-limit, vmax=limit, max_labels=max_labels)
-    token_heatmap(null, tokens, ax=axes[2], title=r"null part $A_{\mathrm{null}} = A - A_{\mathrm{eff}}$",
-                  center=0.0, vmin=-limit, vmax=limit, max_labels=max_labels)
+    token_heatmap(raw, tokens, ax=axes[0], title="raw attention $A$", vmin=0.0, vmax=raw_limit, max_labels=max_labels)
+    token_heatmap(
+        effective,
+        tokens,
+        ax=axes[1],
+        title=r"effective attention $A_{\mathrm{eff}}$",
+        center=0.0,
+        vmin=-limit,
+        vmax=limit,
+        max_labels=max_labels,
+    )
+    token_heatmap(
+        null,
+        tokens,
+        ax=axes[2],
+        title=r"null part $A_{\mathrm{null}} = A - A_{\mathrm{eff}}$",
+        center=0.0,
+        vmin=-limit,
+        vmax=limit,
+        max_labels=max_labels,
+    )
     for ax in axes:
         ax.set_xlabel("key token")
     axes[0].set_ylabel("query token")
@@ -76,10 +92,16 @@ def plot_correlation_vs_length(
         high=("correlation", lambda c: c.quantile(0.9)),
     )
     fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.4), sharey=True, layout="constrained")
-    left.scatter(per_layer["n"], per_layer["correlation"], s=4, color=NULL, alpha=0.25, linewidths=0,
-                 label="one example, one layer (median over heads)")
-    left.fill_between(overall["n"], overall["low"], overall["high"], color=RAW, alpha=0.2,
-                      label="10-90% of heads")
+    left.scatter(
+        per_layer["n"],
+        per_layer["correlation"],
+        s=4,
+        color=NULL,
+        alpha=0.25,
+        linewidths=0,
+        label="one example, one layer (median over heads)",
+    )
+    left.fill_between(overall["n"], overall["low"], overall["high"], color=RAW, alpha=0.2, label="10-90% of heads")
     left.plot(overall["n"], overall["median"], color=RAW, marker="o", ms=3, label="median over heads")
     left.set_title("all layers and heads")
     layers = sorted(table["layer"].unique())
@@ -87,7 +109,8 @@ def plot_correlation_vs_length(
     for colour, layer in zip(colours, layers, strict=True):
         rows = table[table["layer"] == layer]
         curve = rows.groupby(pd.cut(rows["n"], bins=list(bins)), observed=True).agg(
-            n=("n", "median"), median=("correlation", "median"))
+            n=("n", "median"), median=("correlation", "median")
+        )
         right.plot(curve["n"], curve["median"], color=colour, marker="o", ms=3, label=f"layer {layer}")
     right.set_title("median over heads, per layer")
     for ax in (left, right):
@@ -112,14 +135,16 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     if not needed <= set(summary.columns):
         raise ValueError(f"summary needs columns {sorted(needed)} (summarise_token_classes).")
     classes = list(dict.fromkeys(summary["token"]))
-    fig, axes = plt.subplots(1, len(classes), figsize=(4.2 * len(classes), 3.8), sharey=True,
-                             layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(classes), figsize=(4.2 * len(classes), 3.8), sharey=True, layout="constrained", squeeze=False
+    )
     for ax, name in zip(axes[0], classes, strict=True):
         rows = summary[summary["token"] == name].sort_values("layer")
         ax.plot(rows["layer"], rows["raw"], color=RAW, marker="o", label="raw attention")
         ax.plot(rows["layer"], rows["effective"], color=EFFECTIVE, marker="s", label="effective attention")
-        ax.fill_between(rows["layer"], rows["effective"], rows["raw"], color=NULL, alpha=0.15,
-                        label="difference (null part)")
+        ax.fill_between(
+            rows["layer"], rows["effective"], rows["raw"], color=NULL, alpha=0.15, label="difference (null part)"
+        )
         ax.axhline(0.0, color="black", lw=0.6)
         ax.set_title(f"attention to {name}")
         ax.set_xlabel("layer")

@@ -1,4 +1,5 @@
 """Token-by-token heatmaps (attention maps, attributions)."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -1,4 +1,5 @@
 """Figures of chapter 7 (context mixing). They draw what ``helpers.mixing`` and ``helpers.sweeps`` return."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -46,8 +47,14 @@ def plot_leave_one_out(loo: pd.DataFrame, paper: dict | None = None, ax=None):
     if paper:
         points = [(i, paper[m]) for i, m in enumerate(stats.index) if m in paper]
         if points:
-            ax.scatter([v for _, v in points], [i for i, _ in points], marker="x", color="#c44e52", zorder=3,
-                       label="published (BERT-Base, SST-2, vs gradient saliency)")
+            ax.scatter(
+                [v for _, v in points],
+                [i for i, _ in points],
+                marker="x",
+                color="#c44e52",
+                zorder=3,
+                label="published (BERT-Base, SST-2, vs gradient saliency)",
+            )
             ax.legend(fontsize=7, loc="lower right")
     ax.set_yticks(y)
     ax.set_yticklabels(stats.index, fontsize=8)

@@ -3,15 +3,16 @@
 Every function draws what ``helpers.nullspace`` / ``helpers.lp_bounds``
 return; none computes a method.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib.colors import PowerNorm
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.colors import PowerNorm
 
 from .heatmaps import as_numpy, token_heatmap
 from .style import EFFECTIVE, NULL, PAPER, RAW
@@ -28,10 +29,16 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str]) -> None:
 RANK_LABELS = {"rank_V": "rank(V)", "rank_T": "rank(T)", "rank_V1": "rank([V, 1])", "rank_T1": "rank([T, 1])"}
 
 
-def plot_rank_sweep(frame: pd.DataFrame, d_v: int, rank_column: str = "rank_V",
-                    axes: Sequence[plt.Axes] | None = None, source: str = "",
-                    overlay: pd.DataFrame | None = None, overlay_column: str = "rank_T",
-                    bound_label: str = "d_v") -> np.ndarray:
+def plot_rank_sweep(
+    frame: pd.DataFrame,
+    d_v: int,
+    rank_column: str = "rank_V",
+    axes: Sequence[plt.Axes] | None = None,
+    source: str = "",
+    overlay: pd.DataFrame | None = None,
+    overlay_column: str = "rank_T",
+    bound_label: str = "d_v",
+) -> np.ndarray:
     """rank against n (left) and null-space dimension n - rank against n (right).
 
     frame: ``helpers.rank_sweep`` output (one row per text, length, layer,
@@ -45,9 +52,17 @@ def plot_rank_sweep(frame: pd.DataFrame, d_v: int, rank_column: str = "rank_V",
         _check_columns(overlay, ["n", overlay_column])
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 4))
-    stats = frame.assign(null=frame["n"] - frame[rank_column]).groupby("n").agg(
-        rank_min=(rank_column, "min"), rank_max=(rank_column, "max"), null_min=("null", "min"),
-        null_max=("null", "max"), count=(rank_column, "size"))
+    stats = (
+        frame.assign(null=frame["n"] - frame[rank_column])
+        .groupby("n")
+        .agg(
+            rank_min=(rank_column, "min"),
+            rank_max=(rank_column, "max"),
+            null_min=("null", "min"),
+            null_max=("null", "max"),
+            count=(rank_column, "size"),
+        )
+    )
     lengths = stats.index.to_numpy()
     grid = np.unique(np.concatenate([lengths, [d_v]]))
     what = RANK_LABELS.get(rank_column, rank_column)
@@ -63,14 +78,37 @@ def plot_rank_sweep(frame: pd.DataFrame, d_v: int, rank_column: str = "rank_V",
         extra = overlay.groupby("n")[overlay_column].agg(["min", "max"])
         other = RANK_LABELS.get(overlay_column, overlay_column)
         for column in ("min", "max"):
-            left.plot(extra.index, extra[column], "x", color=EFFECTIVE, ms=7, mew=1.5,
-                      label=f"{other}: every head, {overlay['text'].nunique()} texts" if column == "min" else None)
-            right.plot(extra.index, extra.index - extra[column], "x", color=EFFECTIVE, ms=7, mew=1.5,
-                       label=f"$n$ - {other}" if column == "min" else None)
-    left.set(xscale="log", xlabel=r"sequence length $n$ (tokens)", ylabel="numerical rank",
-             title=f"{what} saturates at ${bound_label}$ = {d_v}")
-    right.set(xscale="log", yscale="symlog", xlabel=r"sequence length $n$ (tokens)",
-              ylabel="dimension of the left null space", title="The null space grows with the input")
+            left.plot(
+                extra.index,
+                extra[column],
+                "x",
+                color=EFFECTIVE,
+                ms=7,
+                mew=1.5,
+                label=f"{other}: every head, {overlay['text'].nunique()} texts" if column == "min" else None,
+            )
+            right.plot(
+                extra.index,
+                extra.index - extra[column],
+                "x",
+                color=EFFECTIVE,
+                ms=7,
+                mew=1.5,
+                label=f"$n$ - {other}" if column == "min" else None,
+            )
+    left.set(
+        xscale="log",
+        xlabel=r"sequence length $n$ (tokens)",
+        ylabel="numerical rank",
+        title=f"{what} saturates at ${bound_label}$ = {d_v}",
+    )
+    right.set(
+        xscale="log",
+        yscale="symlog",
+        xlabel=r"sequence length $n$ (tokens)",
+        ylabel="dimension of the left null space",
+        title="The null space grows with the input",
+    )
     right.set_ylim(bottom=-0.3)
     left.legend(loc="lower right")
     right.legend(loc="upper left")
@@ -104,14 +142,21 @@ def plot_null_space_angles(frame: pd.DataFrame, ax: plt.Axes | None = None, floo
         ax.scatter(values, k + rng.uniform(-0.15, 0.15, len(values)), s=12, alpha=0.7, color=colours[k])
     ax.set_yticks(range(len(pairs)), list(pairs.values()))
     ax.invert_yaxis()
-    ax.set(xscale="log", xlabel="largest principal angle between the null spaces (degrees)",
-           title=f"Null spaces of every head ({len(frame)} heads, one input of {int(frame['n'].iloc[0])} tokens)")
+    ax.set(
+        xscale="log",
+        xlabel="largest principal angle between the null spaces (degrees)",
+        title=f"Null spaces of every head ({len(frame)} heads, one input of {int(frame['n'].iloc[0])} tokens)",
+    )
     return ax
 
 
-def plot_attention_comparison(maps: Mapping[str, torch.Tensor], tokens: Sequence[str] | None = None,
-                              signed: Sequence[str] = (), axes: Sequence[plt.Axes] | None = None,
-                              max_labels: int = 30) -> np.ndarray:
+def plot_attention_comparison(
+    maps: Mapping[str, torch.Tensor],
+    tokens: Sequence[str] | None = None,
+    signed: Sequence[str] = (),
+    axes: Sequence[plt.Axes] | None = None,
+    max_labels: int = 30,
+) -> np.ndarray:
     """Heatmaps side by side: title -> (n, n) matrix. Titles in ``signed`` use a diverging map at 0.
 
     Unsigned maps share one colour scale so they can be compared by eye.
@@ -128,7 +173,9 @@ def plot_attention_comparison(maps: Mapping[str, torch.Tensor], tokens: Sequence
     for ax, (title, values) in zip(axes, arrays.items(), strict=False):
         if title in signed:
             bound = float(np.abs(values).max()) or 1.0
-            token_heatmap(values, tokens, ax=ax, title=title, center=0.0, vmin=-bound, vmax=bound, max_labels=max_labels)
+            token_heatmap(
+                values, tokens, ax=ax, title=title, center=0.0, vmin=-bound, vmax=bound, max_labels=max_labels
+            )
         elif low < 0:
             token_heatmap(values, tokens, ax=ax, title=title, center=0.0, vmin=-high, vmax=high, max_labels=max_labels)
         else:
@@ -138,8 +185,12 @@ def plot_attention_comparison(maps: Mapping[str, torch.Tensor], tokens: Sequence
     return axes
 
 
-def plot_hidden_change(changes: Mapping[str, torch.Tensor], ax: plt.Axes | None = None, patched_layer: int | None = None,
-                       floor: float = 1e-9) -> plt.Axes:
+def plot_hidden_change(
+    changes: Mapping[str, torch.Tensor],
+    ax: plt.Axes | None = None,
+    patched_layer: int | None = None,
+    floor: float = 1e-9,
+) -> plt.Axes:
     """Largest change of the hidden states per layer: label -> (L + 1,) values, log scale."""
     if not changes:
         raise ValueError("changes is empty.")
@@ -151,16 +202,34 @@ def plot_hidden_change(changes: Mapping[str, torch.Tensor], ax: plt.Axes | None 
         ax.plot(np.arange(len(values)), values, "o-", color=colours[k % len(colours)], label=label)
     if patched_layer is not None:
         ax.axvline(patched_layer, color="0.6", ls=":", lw=1)
-        ax.annotate("output of the patched layer", (patched_layer, ax.get_ylim()[1]), fontsize=8, color="0.4",
-                    ha="left", va="top", xytext=(4, -4), textcoords="offset points")
-    ax.set(yscale="log", xlabel="hidden state (0 = embeddings, l = output of layer l)",
-           ylabel=rf"max $|\Delta$ hidden state$|$ (0 drawn at {floor:.0e})", title="What the rest of the network sees")
+        ax.annotate(
+            "output of the patched layer",
+            (patched_layer, ax.get_ylim()[1]),
+            fontsize=8,
+            color="0.4",
+            ha="left",
+            va="top",
+            xytext=(4, -4),
+            textcoords="offset points",
+        )
+    ax.set(
+        yscale="log",
+        xlabel="hidden state (0 = embeddings, l = output of layer l)",
+        ylabel=rf"max $|\Delta$ hidden state$|$ (0 drawn at {floor:.0e})",
+        title="What the rest of the network sees",
+    )
     ax.legend(loc="center right")
     return ax
 
 
-def plot_family_rows(attentions: torch.Tensor, row: int, tokens: Sequence[str] | None = None,
-                     labels: Sequence[str] | None = None, ax: plt.Axes | None = None, max_labels: int = 40) -> plt.Axes:
+def plot_family_rows(
+    attentions: torch.Tensor,
+    row: int,
+    tokens: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
+    max_labels: int = 40,
+) -> plt.Axes:
     """One query row of every member of a family of attention matrices: (m, n, n) -> m lines."""
     values = torch.as_tensor(attentions).detach().cpu().double().numpy()
     if values.ndim != 3 or values.shape[1] != values.shape[2]:
@@ -173,21 +242,38 @@ def plot_family_rows(attentions: torch.Tensor, row: int, tokens: Sequence[str] |
     colours = plt.get_cmap("plasma")(np.linspace(0.0, 0.85, m))
     for k in range(m):
         label = labels[k] if labels is not None else f"member {k}"
-        ax.plot(np.arange(n), values[k, row], color=colours[k], lw=2.0 if k == 0 else 1.2, label=label,
-                zorder=3 if k == 0 else 2)
+        ax.plot(
+            np.arange(n),
+            values[k, row],
+            color=colours[k],
+            lw=2.0 if k == 0 else 1.2,
+            label=label,
+            zorder=3 if k == 0 else 2,
+        )
     if tokens is not None:
         step = max(1, int(np.ceil(n / max_labels)))
         ax.set_xticks(np.arange(0, n, step), [tokens[i] for i in range(0, n, step)], rotation=90, fontsize=7)
-    ax.set(xlabel="key (attended-to token)", ylabel="attention weight", ylim=(0, None),
-           title=f"Query token {row}" + (f" ({tokens[row]!r})" if tokens is not None else "")
-           + ": valid distributions with one and the same head output")
+    ax.set(
+        xlabel="key (attended-to token)",
+        ylabel="attention weight",
+        ylim=(0, None),
+        title=f"Query token {row}"
+        + (f" ({tokens[row]!r})" if tokens is not None else "")
+        + ": valid distributions with one and the same head output",
+    )
     ax.legend(fontsize=8, ncol=min(m, 5), loc="upper right")
     return ax
 
 
-def plot_lp_ranges(lower: torch.Tensor, upper: torch.Tensor, A: torch.Tensor, row: int,
-                   tokens: Sequence[str] | None = None, axes: Sequence[plt.Axes] | None = None,
-                   max_labels: int = 30) -> np.ndarray:
+def plot_lp_ranges(
+    lower: torch.Tensor,
+    upper: torch.Tensor,
+    A: torch.Tensor,
+    row: int,
+    tokens: Sequence[str] | None = None,
+    axes: Sequence[plt.Axes] | None = None,
+    max_labels: int = 30,
+) -> np.ndarray:
     """Left: heatmap of range widths upper - lower (n, n). Right: one query row's [min, max] per key with A."""
     lo, hi, a = as_numpy(lower), as_numpy(upper), as_numpy(A)
     if not lo.shape == hi.shape == a.shape:
@@ -198,22 +284,44 @@ def plot_lp_ranges(lower: torch.Tensor, upper: torch.Tensor, A: torch.Tensor, ro
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
     left, right = axes
-    _image(left, hi - lo, tokens, r"range width $\max a_{ij} - \min a_{ij}$ (square-root colour scale)", False,
-           float((hi - lo).max()) or 1.0, max_labels, cmap="viridis", norm=PowerNorm(0.5, vmin=0.0, vmax=float((hi - lo).max()) or 1.0))
+    _image(
+        left,
+        hi - lo,
+        tokens,
+        r"range width $\max a_{ij} - \min a_{ij}$ (square-root colour scale)",
+        False,
+        float((hi - lo).max()) or 1.0,
+        max_labels,
+        cmap="viridis",
+        norm=PowerNorm(0.5, vmin=0.0, vmax=float((hi - lo).max()) or 1.0),
+    )
     keys = np.arange(n)
     right.vlines(keys, lo[row], hi[row], color=NULL, lw=2.5, alpha=0.7, label="attainable range [min, max]")
     right.plot(keys, a[row], "o", color=RAW, ms=3.5, label="the model's attention")
     if tokens is not None:
         step = max(1, int(np.ceil(n / max_labels)))
         right.set_xticks(keys[::step], [tokens[i] for i in keys[::step]], rotation=90, fontsize=7)
-    right.set(xlabel="key (attended-to token)", ylabel="attention weight", ylim=(0, min(1.0, hi[row].max() * 1.1)),
-              title=f"Query {row}" + (f" ({tokens[row]!r})" if tokens is not None else "") + ": every weight's range")
+    right.set(
+        xlabel="key (attended-to token)",
+        ylabel="attention weight",
+        ylim=(0, min(1.0, hi[row].max() * 1.1)),
+        title=f"Query {row}" + (f" ({tokens[row]!r})" if tokens is not None else "") + ": every weight's range",
+    )
     right.legend(loc="upper right")
     return np.asarray(axes)
 
 
-def _image(ax: plt.Axes, values: np.ndarray, tokens: Sequence[str] | None, title: str, signed: bool,
-           vmax: float, max_labels: int, cmap: str | None = None, norm=None) -> None:
+def _image(
+    ax: plt.Axes,
+    values: np.ndarray,
+    tokens: Sequence[str] | None,
+    title: str,
+    signed: bool,
+    vmax: float,
+    max_labels: int,
+    cmap: str | None = None,
+    norm=None,
+) -> None:
     """A fast heatmap (imshow) with thinned token labels, for pictures redrawn by widgets."""
     default_cmap, vmin = ("RdBu_r", -vmax) if signed else ("Blues", 0.0)
     if norm is None:
@@ -230,9 +338,15 @@ def _image(ax: plt.Axes, values: np.ndarray, tokens: Sequence[str] | None, title
     ax.set(title=title, xlabel="key (attended-to token)", ylabel="query token")
 
 
-def plot_null_step(A: torch.Tensor, alternative: torch.Tensor, output_change: float,
-                   tokens: Sequence[str] | None = None, steps: Sequence[float] = (), figsize=(15, 5.2),
-                   max_labels: int = 25) -> plt.Figure:
+def plot_null_step(
+    A: torch.Tensor,
+    alternative: torch.Tensor,
+    output_change: float,
+    tokens: Sequence[str] | None = None,
+    steps: Sequence[float] = (),
+    figsize=(15, 5.2),
+    max_labels: int = 25,
+) -> plt.Figure:
     """The explorer's picture: A, the alternative A + Ã, and Ã, with the relative output change in the title."""
     a, alt = as_numpy(A), as_numpy(alternative)
     if a.shape != alt.shape or a.shape[0] != a.shape[1]:
@@ -241,10 +355,15 @@ def plot_null_step(A: torch.Tensor, alternative: torch.Tensor, output_change: fl
     top = float(max(a.max(), alt.max()))
     _image(axes[0], a, tokens, "the model's attention $A$", False, top, max_labels)
     _image(axes[1], alt, tokens, r"alternative $A + \tilde A$", False, top, max_labels)
-    _image(axes[2], alt - a, tokens, r"the difference $\tilde A$", True, float(np.abs(alt - a).max()) or 1.0, max_labels)
+    _image(
+        axes[2], alt - a, tokens, r"the difference $\tilde A$", True, float(np.abs(alt - a).max()) or 1.0, max_labels
+    )
     where = ", ".join(f"$t_{k + 1}$ = {t:.3g}" for k, t in enumerate(steps))
     change = "< 1e-6" if output_change < 1e-6 else f"= {output_change:.2g}"
-    fig.suptitle(f"{where}{': ' if where else ''}max |ΔA| = {np.abs(alt - a).max():.2f}, min weight = {alt.min():.2f}, "
-                 f"relative change of the head output A T {change}", fontsize=10)
+    fig.suptitle(
+        f"{where}{': ' if where else ''}max |ΔA| = {np.abs(alt - a).max():.2f}, min weight = {alt.min():.2f}, "
+        f"relative change of the head output A T {change}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

@@ -1,4 +1,5 @@
 """Figures of token identifiability (chapter 5). They draw the tables of ``helpers.probes``."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -48,8 +49,15 @@ def plot_layer_rates(
     ax = _new_axes(ax)
     for (kind, loss), rows in table.groupby(["map", "loss"], sort=False):
         rows = rows.sort_values("hidden_state")
-        ax.plot(rows["hidden_state"], rows[column], LOSS_STYLES.get(loss, "-"), marker="o", markersize=4,
-                color=MAP_COLOURS.get(kind), label=f"{MAP_LABELS.get(kind, kind)}, {'cosine' if loss == 'cosine' else 'L2'}")
+        ax.plot(
+            rows["hidden_state"],
+            rows[column],
+            LOSS_STYLES.get(loss, "-"),
+            marker="o",
+            markersize=4,
+            color=MAP_COLOURS.get(kind),
+            label=f"{MAP_LABELS.get(kind, kind)}, {'cosine' if loss == 'cosine' else 'L2'}",
+        )
     if chance is not None:
         ax.axhline(chance, color="black", linestyle=":", linewidth=1, label="chance (random token of the sequence)")
     ax.set_xticks(sorted(table["hidden_state"].unique()))
@@ -77,8 +85,19 @@ def plot_generalisation(
     if len(train_layers) != values.shape[0] or len(test_layers) != values.shape[1]:
         raise ValueError(f"{len(train_layers)} x {len(test_layers)} layer labels for a {values.shape} matrix.")
     ax = _new_axes(ax, (6.0, 4.8))
-    sns.heatmap(values, ax=ax, vmin=0, vmax=1, cmap="Blues", annot=True, fmt=".2f", annot_kws={"fontsize": 8},
-                xticklabels=test_layers, yticklabels=train_layers, cbar_kws={"label": "identifiability rate (test set)"})
+    sns.heatmap(
+        values,
+        ax=ax,
+        vmin=0,
+        vmax=1,
+        cmap="Blues",
+        annot=True,
+        fmt=".2f",
+        annot_kws={"fontsize": 8},
+        xticklabels=test_layers,
+        yticklabels=train_layers,
+        cbar_kws={"label": "identifiability rate (test set)"},
+    )
     ax.set_xlabel("test layer")
     ax.set_ylabel("training layer")
     ax.set_yticklabels(ax.get_yticklabels(), rotation=0)
@@ -101,12 +120,23 @@ def plot_fraction_curve(
     ax = _new_axes(ax)
     for kind, rows in table.groupby("map", sort=False):
         rows = rows.sort_values("fraction")
-        ax.plot(100 * rows["fraction"], rows["rate"], marker="o", color=MAP_COLOURS.get(kind),
-                label=f"{MAP_LABELS.get(kind, kind)} (this book)")
+        ax.plot(
+            100 * rows["fraction"],
+            rows["rate"],
+            marker="o",
+            color=MAP_COLOURS.get(kind),
+            label=f"{MAP_LABELS.get(kind, kind)} (this book)",
+        )
     if paper:
         fractions = sorted(paper)
-        ax.plot([100 * f for f in fractions], [paper[f] for f in fractions], "--", marker="s", color=PAPER,
-                label="MLP, the paper (BERT-Base, MRPC)")
+        ax.plot(
+            [100 * f for f in fractions],
+            [paper[f] for f in fractions],
+            "--",
+            marker="s",
+            color=PAPER,
+            label="MLP, the paper (BERT-Base, MRPC)",
+        )
     ax.set_xlabel("training sequences used (%)")
     ax.set_ylabel("identifiability rate (test set)")
     ax.set_title(title)

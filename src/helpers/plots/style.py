@@ -1,4 +1,5 @@
 """One look for every figure in the book."""
+
 from __future__ import annotations
 
 import matplotlib as mpl
