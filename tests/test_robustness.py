@@ -348,7 +348,7 @@ def test_numpy_integers_for_counts(tiny_model, tokenizer, one_thread):
 @pytest.mark.parametrize("layer, error", [(2.7, TypeError), ("1", TypeError), (None, TypeError), (9, ValueError)])
 def test_token_map_layer_must_be_an_integer(tiny_model, tokenizer, layer, error):
     tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, ["A text.", "Another one."], progress=False)
-    with pytest.raises(error, match="layer"):
+    with pytest.raises(error, match="hidden_state"):
         helpers.fit_token_map(tokens, layer)
 
 
