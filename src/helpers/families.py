@@ -49,21 +49,16 @@ class UnsupportedFamilyError(UnsupportedModelError):
 class Family:
     """Where the parts of one family's attention layer live.
 
-    Attributes:
-        name: the family, e.g. ``"bert"``, ``"llama"``.
-        layers: path from the base model to the layer modules (a ModuleList), or a
-            function returning them (ALBERT: the shared layers of its groups).
-        value: path from a layer to the projection that computes V; its input is the
-            (normalised) input Q, K and V are computed from.
-        value_slice: for a fused Q/K/V projection (GPT-2's ``c_attn``), which third
-            of its outputs is V (2); ``None`` for a separate V projection.
-        output: path from a layer to W^O.
-        embedding_norm: path from the base model to the LayerNorm whose *input* is the
-            input embeddings x (encoders); ``None`` where x is the first layer's
-            input (decoders: token embeddings, plus positions for GPT-2).
-        pre_norm: Q, K, V are computed from a normalised copy of the layer input,
-            while the residual adds the raw one.
-        causal: each position attends to itself and the positions before it only.
+    Its fields, one per attribute:
+
+    * ``name``: the family, e.g. ``"bert"``, ``"llama"``.
+    * ``layers``: path from the base model to the layer modules (a ModuleList), or a function returning them (ALBERT: the shared layers of its groups).
+    * ``value``: path from a layer to the projection that computes V; its input is the (normalised) input Q, K and V are computed from.
+    * ``value_slice``: for a fused Q/K/V projection (GPT-2's ``c_attn``), which third of its outputs is V (2); ``None`` for a separate V projection.
+    * ``output``: path from a layer to W^O.
+    * ``embedding_norm``: path from the base model to the LayerNorm whose *input* is the input embeddings x (encoders); ``None`` where x is the first layer's input (decoders: token embeddings, plus positions for GPT-2).
+    * ``pre_norm``: Q, K, V are computed from a normalised copy of the layer input, while the residual adds the raw one.
+    * ``causal``: each position attends to itself and the positions before it only.
     """
 
     name: str
