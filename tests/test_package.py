@@ -128,15 +128,3 @@ def test_wheel_works_in_a_fresh_environment(dist, tmp_path):
     assert not installed.is_relative_to(REPO)
     assert report["layers"] > 0
     assert report["pairs"] > 0 and report["passages"] > 0
-
-
-def test_colab_install_lines_name_the_configured_repository():
-    """_config.yml's repository.url drives the launch buttons; the notebooks' Colab install must match it."""
-    yaml = pytest.importorskip("yaml")
-    url = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
-    notebooks = sorted((REPO / "book").glob("*.ipynb"))
-    assert notebooks
-    for notebook in notebooks:
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        first_code = "".join(next(cell for cell in cells if cell["cell_type"] == "code")["source"])
-        assert f"identifiability-book @ git+{url}" in first_code, f"{notebook.name}: Colab install does not use {url}"
