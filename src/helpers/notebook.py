@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -28,6 +29,8 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
         torch.set_num_threads(threads)
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
+    # matplotlib reports font fallbacks that depend on the machine's font cache, not on the chapter
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     set_style()
 
 
