@@ -26,22 +26,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import torch
 
 import helpers
 from helpers import attribution, jacobians
 from helpers import reference as jacobians_reference
+from timing import timed
 
 SHORT = "Hi."
 MEDIUM = "The committee approved the budget on Tuesday, after a long and heated debate."
-
-
-def timed(function, *args, **kwargs):
-    start = time.perf_counter()
-    result = function(*args, **kwargs)
-    return time.perf_counter() - start, result
 
 
 def best_of(repeats: int, function, *args, **kwargs) -> float:

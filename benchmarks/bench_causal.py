@@ -16,20 +16,11 @@ Run from the repository root: .venv/bin/python benchmarks/bench_causal.py [--thr
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 from helpers.causal import causal_effective_attention
-
-
-def best_time(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_time
 
 
 def causal_heads(n: int, kv_heads: int = 3, groups: int = 3, d_v: int = 64, seed: int = 0):

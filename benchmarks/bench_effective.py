@@ -17,22 +17,13 @@ Run from the repository root: .venv/bin/python benchmarks/bench_effective.py [--
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 import helpers
 from helpers.effective import effective_attention
 from helpers.reference import effective_attention_loop
-
-
-def best_time(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_time
 
 
 def main() -> None:

@@ -17,20 +17,14 @@ Run from the repository root: .venv/bin/python benchmarks/bench_mixing.py [--thr
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 import helpers
 from helpers import mixing, paper
+from timing import timed
 
 SAMPLES = (2, 4, 8, 16, 32)
-
-
-def timed(function, *args, **kwargs):
-    start = time.perf_counter()
-    result = function(*args, **kwargs)
-    return time.perf_counter() - start, result
 
 
 def main() -> None:
