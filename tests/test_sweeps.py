@@ -103,7 +103,9 @@ def test_sink_attention_table(tiny_model, tokenizer, one_thread):
     sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
     one = helpers.sink_attention_table(tiny_model, tokenizer, [example])
     assert one.raw.iloc[0] == pytest.approx(float(internals.A[0, :, :, sink].mean()), rel=1e-5)
-    with pytest.raises(ValueError, match="empty"):
+    as_tuple = helpers.sink_attention_table(tiny_model, tokenizer, [(example.text_a, example.text_b)])
+    assert as_tuple.raw.tolist() == one.raw.tolist()  # records may be Examples or (text, text_pair) tuples
+    with pytest.raises(ValueError, match="No examples"):
         helpers.sink_attention_table(tiny_model, tokenizer, [])
 
 

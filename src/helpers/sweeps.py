@@ -197,13 +197,6 @@ def attribute_examples(
 __all__ += ["sink_attention_table", "naive_identifiability_table"]
 
 
-def _examples_of(examples: Sequence) -> list:
-    examples = list(examples)
-    if not examples:
-        raise ValueError("examples is empty.")
-    return examples
-
-
 def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) -> pd.DataFrame:
     """Raw and effective attention to each sequence's sink token, per layer, averaged over examples.
 
@@ -213,10 +206,10 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
     ``effective`` = the same of A_eff. Returns ``layer, raw, effective, sink,
     sink_share``: the most common sink token and the share of examples whose sink it is.
     """
-    examples = _examples_of(examples)
+    examples = _records(examples)
     raw, effective, sinks = [], [], []
-    for example in examples:
-        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+    for index, example in enumerate(examples):
+        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
         internals = capture(model, encoding)
         sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
         mask = torch.zeros(internals.n, dtype=torch.bool)
@@ -247,7 +240,7 @@ def naive_identifiability_table(
     nearest (``distance``) to its own input embedding x_i among the inputs of its sequence.
     Returns ``hidden_state, rate``.
     """
-    examples = _examples_of(examples)
+    examples = _records(examples)
     tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
     rates = [
         identifiability_rate(tokens.hidden[i], tokens.x, tokens.sentence, distance) for i in range(tokens.layers + 1)
