@@ -66,7 +66,7 @@ from .models import (
     load_decoder,
     load_model,
 )
-from .notebook import book_model, glue, setup_notebook
+from .notebook import glue, setup_notebook
 from .nullspace import (
     AlternativeFamily,
     alternative_family,

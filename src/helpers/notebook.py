@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 
 import numpy as np
 import torch
 
-__all__ = ["setup_notebook", "book_model", "glue"]
+__all__ = ["setup_notebook", "glue"]
 
 
 def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
@@ -32,12 +31,6 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
     # matplotlib reports font fallbacks that depend on the machine's font cache, not on the chapter
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     set_style()
-
-
-def book_model() -> str | None:
-    """The model a chapter runs on: ``$BOOK_MODEL`` (a local folder or a hub name), or None for the bundled default."""
-    value = os.environ.get("BOOK_MODEL", "").strip()
-    return value or None
 
 
 def glue(name: str, value, fmt: str | None = None) -> str:
