@@ -15,6 +15,7 @@ CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 # helpers.describe(model) or helpers.paper, never type them.
 MODEL_SIZES = re.compile(r"(?<![\w.])(32|64|384|768)(?![\w.])")
 GLUE_ROLE = re.compile(r"\{glue:[a-z]+\}`[^`]*`")
+PERCENTAGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?%")
 
 
 def _cells(notebook: Path, kind: str) -> list:
@@ -50,4 +51,14 @@ def test_no_typed_model_sizes(notebook):
         typed += [m.group(0) for m in MODEL_SIZES.finditer(text)]
     assert not typed, (
         f"{notebook.name}: model sizes typed in the text or code: {typed}; read them from helpers.describe"
+    )
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_no_typed_percentages_in_the_prose(notebook):
+    typed = [
+        m.group(0) for cell in _cells(notebook, "markdown") for m in PERCENTAGE.finditer(GLUE_ROLE.sub("", cell.source))
+    ]
+    assert not typed, (
+        f"{notebook.name}: percentages typed in the prose: {typed}; glue them (helpers.glue, helpers.paper)"
     )
