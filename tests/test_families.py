@@ -38,6 +38,15 @@ def make_tiny(family: str, attn_implementation: str = "eager"):
         max_position_embeddings=64,
         **common,
     )
+    decoder_like = dict(  # Llama and Qwen2: grouped-query heads (2 key/value heads for 4 query heads)
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        **common,
+    )
     builders = {
         "bert": lambda: tf.BertModel(tf.BertConfig(**bert_like), add_pooling_layer=False),
         "roberta": lambda: tf.RobertaModel(tf.RobertaConfig(**bert_like), add_pooling_layer=False),
@@ -49,28 +58,8 @@ def make_tiny(family: str, attn_implementation: str = "eager"):
             tf.AlbertConfig(embedding_size=16, **{**bert_like, "num_hidden_layers": 3}), add_pooling_layer=False
         ),
         "gpt2": lambda: tf.GPT2Model(tf.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, **common)),
-        "llama": lambda: tf.LlamaModel(
-            tf.LlamaConfig(
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=64,
-                **common,
-            )
-        ),
-        "qwen2": lambda: tf.Qwen2Model(
-            tf.Qwen2Config(
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=64,
-                **common,
-            )
-        ),
+        "llama": lambda: tf.LlamaModel(tf.LlamaConfig(**decoder_like)),
+        "qwen2": lambda: tf.Qwen2Model(tf.Qwen2Config(**decoder_like)),
     }
     return _widen(builders[family]())
 
