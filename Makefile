@@ -6,6 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Two workers on two cores, a file at a time: the cells of a notebook run in order in one kernel.
+PYTEST_PARALLEL := -n 2 --dist loadfile
 
 .PHONY: test lint book bench notebooks clean browser
 
@@ -31,9 +33,10 @@ lint: $(STAMP)
 	elif [ -n "$$REQUIRE_ACTIONLINT" ]; then echo "actionlint is not installed: pip install -r requirements-ci.txt"; exit 1; \
 	else echo "actionlint: not installed here, skipped (pip install -r requirements-ci.txt; CI runs it)"; fi
 
-# The lint gate, unit tests and nbval, then the HTML from the committed outputs, then the browser test.
+# The lint gate, unit tests and nbval (two workers), the reproduction report, then the HTML from the committed outputs, then the browser test.
 test: lint
-	$(PY) -m pytest $(PYTEST_NBVAL) --ignore=tests/browser tests book
+	$(PY) -m pytest $(PYTEST_PARALLEL) $(PYTEST_NBVAL) --ignore=tests/browser --ignore=book/report.ipynb tests book
+	$(PY) -m pytest $(PYTEST_NBVAL) book/report.ipynb  # reads the claim records the chapters just wrote
 	$(MAKE) book
 	$(MAKE) browser
 

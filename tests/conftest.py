@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 import helpers
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two pytest-xdist workers on two cores: one thread each, for this
+    # process and for the notebook kernels it starts (they inherit the environment).
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 def make_tiny_bert(
