@@ -165,6 +165,22 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
     with pytest.raises(ValueError, match="columns"):
         helpers.summarise_sink(table.drop(columns="rows"))
 
+    # the chapter's figures draw from these tables and a tensor of null dimensions
+    import matplotlib.pyplot as plt
+
+    by_head = helpers.summarise_sink(table)
+    fig = helpers.plots.plot_sink(by_head, by_layer)
+    assert len(fig.axes) >= 3
+    dims = causal_null_dimensions(internals.V[-1, 0])  # (n,) from a tensor
+    d_v = internals.V.shape[-1]
+    ax = helpers.plots.plot_causal_null_dimensions(dims, d_v)
+    assert len(ax.lines) == 3  # bound, dimensions, d_v marker
+    with pytest.raises(ValueError, match="one head"):
+        helpers.plots.plot_causal_null_dimensions(dims[None], d_v)
+    with pytest.raises(ValueError, match="summarise_sink"):
+        helpers.plots.plot_sink(by_layer, by_layer)
+    plt.close("all")
+
 
 @pytest.mark.parametrize("groups", [1, 2])
 def test_gram_and_svd_routes_agree(groups, one_thread):

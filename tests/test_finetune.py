@@ -96,3 +96,20 @@ def test_bad_inputs(tokenizer):
     tuned.classifier.train()
     with pytest.raises(ValueError, match="training mode"):
         finetune.predict(tuned.classifier, tokenizer, pairs)
+
+
+def test_length_bucketed_batches_cover_every_pair_once_and_pad_less():
+    lengths = torch.randint(10, 120, (250,), generator=torch.Generator().manual_seed(3)).tolist()
+    batches = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
+    assert sorted(i for batch in batches for i in batch) == list(range(250))
+    assert all(1 <= len(batch) <= 16 for batch in batches)
+    again = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
+    other = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(1))
+    assert batches == again and batches != other
+
+    def padded(batches):  # tokens a padded batch holds
+        return sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+
+    order = torch.randperm(250, generator=torch.Generator().manual_seed(0)).tolist()
+    unsorted = [order[s : s + 16] for s in range(0, 250, 16)]
+    assert padded(batches) < 0.8 * padded(unsorted)

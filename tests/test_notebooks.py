@@ -62,3 +62,14 @@ def test_no_typed_percentages_in_the_prose(notebook):
     assert not typed, (
         f"{notebook.name}: percentages typed in the prose: {typed}; glue them (helpers.glue, helpers.paper)"
     )
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_first_cell_says_when_the_method_does_not_apply(notebook):
+    from helpers.families import CHAPTER_NEEDS
+
+    first = _cells(notebook, "code")[0]
+    assert notebook.stem in CHAPTER_NEEDS, f"{notebook.stem}: say in helpers.families.CHAPTER_NEEDS what it needs"
+    assert f'helpers.chapter_applies(model, "{notebook.stem}")' in first.source, (
+        f"{notebook.name}: the first cell must check helpers.chapter_applies for this chapter"
+    )

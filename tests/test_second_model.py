@@ -4,7 +4,8 @@ The book promises that a reader who points ``BOOK_MODEL`` at another BERT gets
 a book whose cells still run and whose prose is still computed. This test
 executes each chapter on a randomly initialised BERT with 4 layers, 4 heads
 and d = 256 (so d_v = 64, as in BERT-Base), saved to a temporary folder with
-the bundled tokenizer, in report mode: claims may fail on random weights (that
+the bundled tokenizer (the decoder chapter: a random 4-layer Llama with
+grouped-query heads and the bundled decoder's tokenizer), in report mode: claims may fail on random weights (that
 is only reported), but no cell may raise.
 """
 
@@ -26,6 +27,31 @@ CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
 SECOND_SHAPE = dict(num_hidden_layers=4, num_attention_heads=4, hidden_size=256, intermediate_size=512)
 
 
+def save_random_llama(folder: Path, seed: int = 1) -> Path:
+    """A randomly initialised Llama decoder (grouped-query heads: 4 query heads sharing 2
+    key/value heads, head size 64), saved with the bundled decoder's tokenizer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        helpers.models.decoder_gguf_path().parent, gguf_file=helpers.models.DECODER_GGUF
+    )
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def save_random_bert(folder: Path, seed: int = 1, **shape) -> Path:
     """A randomly initialised BertModel of the given shape, saved with the bundled tokenizer."""
     torch.manual_seed(seed)
@@ -40,6 +66,18 @@ def second_model(tmp_path_factory) -> Path:
     return save_random_bert(tmp_path_factory.mktemp("second-bert"))
 
 
+@pytest.fixture(scope="module")
+def second_decoder(tmp_path_factory) -> Path:
+    return save_random_llama(tmp_path_factory.mktemp("second-llama"))
+
+
+def test_the_second_decoder_has_another_shape(second_decoder):
+    model, _ = helpers.load_model(str(second_decoder))
+    arch = helpers.describe(model)
+    assert (arch.layers, arch.heads, arch.kv_heads, arch.d_v, arch.causal) == (4, 4, 2, 64, True)
+    assert hasattr(model, "lm_head"), "a decoder loads with its language-model head"
+
+
 def test_the_second_model_has_another_shape(second_model):
     model, _ = helpers.load_model(str(second_model))
     second, default = helpers.describe(model), helpers.describe(helpers.load_model()[0])
@@ -48,7 +86,10 @@ def test_the_second_model_has_another_shape(second_model):
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_runs_on_the_second_model(notebook, second_model, tmp_path, monkeypatch):
+def test_chapter_runs_on_the_second_model(notebook, request, tmp_path, monkeypatch):
+    # a chapter about decoders runs on the random decoder, every other chapter on the random BERT
+    causal = "causal" in helpers.families.CHAPTER_NEEDS[notebook.stem]
+    second_model = request.getfixturevalue("second_decoder" if causal else "second_model")
     monkeypatch.setenv("BOOK_MODEL", str(second_model))
     monkeypatch.setenv("BOOK_CLAIMS", "report")
     monkeypatch.setenv("BOOK_CLAIMS_DIR", str(tmp_path / "claims"))

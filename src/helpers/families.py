@@ -238,6 +238,8 @@ CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
     "04_effective_attention": ("heads", "bidirectional"),
     "05_token_identifiability": ("bert-internals",),
     "06_hidden_token_attribution": ("bert-internals",),
+    "07_context_mixing": ("bert-internals",),
+    "08_fine_tuning": ("bert-internals",),
     "09_decoder_llm": ("heads", "causal"),
 }
 

@@ -110,6 +110,18 @@ def _check_lengths(tokenizer, examples: Sequence, limit: int) -> None:
             raise ValueError(f"Pair {getattr(example, 'id', '?')} has {n} tokens; the model takes at most {limit}.")
 
 
+def _length_bucketed_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """One epoch's batches: a seeded shuffle, sorted by length within windows of 8 batches
+    (so a batch pads little), the batches then in a seeded random order."""
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    window = 8 * batch_size
+    batches = []
+    for start in range(0, len(order), window):
+        part = sorted(order[start : start + window], key=lambda i: lengths[i])
+        batches += [part[s : s + batch_size] for s in range(0, len(part), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
 def fine_tune(
     model: PreTrainedModel,
     tokenizer,
@@ -127,7 +139,8 @@ def fine_tune(
         model: a BERT encoder (``load_model``); it is copied, never changed.
         tokenizer: its tokenizer.
         train: Example records with text_a, text_b and an integer label (at least two labels).
-        epochs, batch_size: passes over ``train`` and pairs per step.
+        epochs, batch_size: passes over ``train`` and pairs per step; each epoch shuffles the
+            pairs (seeded) and groups pairs of similar length into a batch, so little is padded.
         learning_rate, weight_decay: AdamW's, with the rate decaying linearly to 0.
         seed: seeds the head's initial weights, the batch order and dropout; the same
             seed on the same machine and thread count gives bit-identical weights.
@@ -154,6 +167,7 @@ def fine_tune(
     device = next(model.parameters()).device
     torch.manual_seed(seed)  # the head's initial weights and dropout
     classifier = PairClassifier(copy.deepcopy(model), len(labels), model.config.hidden_dropout_prob).to(device)
+    lengths = [len(tokenizer(e.text_a, e.text_b)["input_ids"]) for e in train]
     order_generator = torch.Generator().manual_seed(seed)
     steps_per_epoch = -(-len(train) // batch_size)
     total = epochs * steps_per_epoch
@@ -169,9 +183,8 @@ def fine_tune(
     classifier.train()
     try:
         for epoch in range(1, epochs + 1):
-            order = torch.randperm(len(train), generator=order_generator).tolist()
-            for start in range(0, len(train), batch_size):
-                chosen = [train[i] for i in order[start : start + batch_size]]
+            for batch_indices in _length_bucketed_batches(lengths, batch_size, order_generator):
+                chosen = [train[i] for i in batch_indices]
                 targets = torch.tensor([int(e.label) for e in chosen], device=device)
                 loss = loss_function(classifier(**_batch(tokenizer, chosen, device)), targets)
                 optimiser.zero_grad()

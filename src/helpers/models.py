@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+CAUSAL_MODEL_TYPES = ("gpt2", "llama", "qwen2")  # decoders: loaded with their language-model head
 SUPPORTED_MODEL_TYPES = ("bert",)
 
 
@@ -73,10 +74,14 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device | None = None,
 ) -> tuple[PreTrainedModel, AutoTokenizer]:
-    """Load a BERT-family encoder with eager attention, in eval mode, and its tokenizer.
+    """Load a model with eager attention, in eval mode, and its tokenizer.
+
+    Encoders (BERT family) load as the bare encoder; decoders (GPT-2, Llama, Qwen2)
+    with their language-model head (``AutoModelForCausalLM``).
 
     Args:
         name: ``None`` or ``"all-MiniLM-L6-v2"`` for the bundled offline model;
+            ``"SmolLM2-135M-Instruct"`` for the bundled decoder;
             a local folder; or a hub name such as ``"bert-base-uncased"``.
         dtype: parameter dtype (float32 keeps the book's identities at 1e-5).
         device: where to put the model; defaults to CUDA when available.
@@ -118,7 +123,10 @@ def load_model(
                 "save_pretrained."
             )
     try:
-        model = AutoModel.from_pretrained(source, attn_implementation="eager", dtype=dtype, local_files_only=local_only)
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+        # a decoder keeps its language-model head (chapter 9 asks it for completions)
+        loader = AutoModelForCausalLM if getattr(config, "model_type", None) in CAUSAL_MODEL_TYPES else AutoModel
+        model = loader.from_pretrained(source, attn_implementation="eager", dtype=dtype, local_files_only=local_only)
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError) as err:
         if isinstance(source, Path) or Path(str(source)).exists():
@@ -255,7 +263,7 @@ def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
         max_tokens=cfg.max_position_embeddings,
         vocab=cfg.vocab_size,
         kv_heads=kv_heads if kv_heads is not None and kv_heads != cfg.num_attention_heads else None,
-        causal=getattr(cfg, "model_type", None) in ("gpt2", "llama", "qwen2"),
+        causal=getattr(cfg, "model_type", None) in CAUSAL_MODEL_TYPES,
     )
 
 
