@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 PYTEST_NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
-# Two workers on two cores, a file at a time: the cells of a notebook run in order in one kernel.
-PYTEST_PARALLEL := -n 2 --dist loadfile
+# Two workers on two cores; a notebook's cells run in order in one kernel on one worker (tests/conftest.py).
+PYTEST_PARALLEL := -n 2
 
 .PHONY: test lint book bench notebooks clean browser
 

@@ -17,6 +17,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist: a notebook's cells (nbval items) go to one worker, in order; every
+    other test is scheduled on its own, so the slow second-model runs spread over both workers."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebookScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") else nodeid
+
+    return NotebookScheduling(config, log)
+
+
 def make_tiny_bert(
     layers: int = 2,
     heads: int = 4,
