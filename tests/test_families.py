@@ -237,3 +237,31 @@ def test_chapter_applies_says_why_not(captured, capsys):
     assert not families.chapter_applies(captured["roberta"][0], "01_anatomy_of_a_head", show=False)
     with pytest.raises(ValueError, match="Unknown needs"):
         families.chapter_applies(bert, "no-such-need")
+
+
+def test_load_for_chapter_falls_back_to_the_chapters_own_default(captured, monkeypatch, capsys):
+    gpt2, _ = captured["gpt2"]
+    bert = make_tiny_bert()
+    bundled = {helpers.models.DEFAULT_MODEL: bert, helpers.DECODER_MODEL: gpt2, "my-bert": bert, "my-gpt2": gpt2}
+    loaded = []
+
+    def fake_load_model(name=None):  # no weights read: which model each call asks for is what counts
+        loaded.append(name)
+        return bundled[name], "tokenizer"
+
+    monkeypatch.setattr(families, "load_model", fake_load_model)
+    assert families.chapter_default_model("01_anatomy_of_a_head") == helpers.models.DEFAULT_MODEL
+    assert families.chapter_default_model("09_decoder_llm") == helpers.DECODER_MODEL
+    assert families.load_for_chapter(None, "04_effective_attention")[0] is bert and loaded == [
+        helpers.models.DEFAULT_MODEL
+    ]
+    assert families.load_for_chapter("my-bert", "04_effective_attention")[0] is bert and capsys.readouterr().out == ""
+    loaded.clear()
+    assert families.load_for_chapter("my-gpt2", "04_effective_attention")[0] is bert  # a decoder: the encoder default
+    assert loaded == ["my-gpt2", helpers.models.DEFAULT_MODEL]
+    out = capsys.readouterr().out
+    assert "bidirectional" in out and f"Running on the bundled {helpers.models.DEFAULT_MODEL} instead" in out
+    assert families.load_for_chapter("my-bert", "09_decoder_llm")[0] is gpt2  # an encoder: the decoder default
+    assert families.load_for_chapter(None, "09_decoder_llm")[0] is gpt2
+    with pytest.raises(ValueError, match="Unknown chapter"):
+        families.chapter_default_model("10_no_such_chapter")

@@ -70,6 +70,6 @@ def test_first_cell_says_when_the_method_does_not_apply(notebook):
 
     first = _cells(notebook, "code")[0]
     assert notebook.stem in CHAPTER_NEEDS, f"{notebook.stem}: say in helpers.families.CHAPTER_NEEDS what it needs"
-    assert f'helpers.chapter_applies(model, "{notebook.stem}")' in first.source, (
-        f"{notebook.name}: the first cell must check helpers.chapter_applies for this chapter"
+    assert f'helpers.load_for_chapter(MODEL, "{notebook.stem}")' in first.source, (
+        f"{notebook.name}: the first cell must load the model with helpers.load_for_chapter for this chapter"
     )

@@ -32,9 +32,7 @@ def save_random_llama(folder: Path, seed: int = 1) -> Path:
     key/value heads, head size 64), saved with the bundled decoder's tokenizer."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        helpers.models.decoder_gguf_path().parent, gguf_file=helpers.models.DECODER_GGUF
-    )
+    tokenizer = helpers.models.decoder_tokenizer()
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),

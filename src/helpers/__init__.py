@@ -41,7 +41,14 @@ from .causal import attention_on_position, causal_effective_attention, causal_nu
 from .claims import ClaimFailed, Claims
 from .data import DataUnavailableError, Example, load_corpus, load_glue
 from .effective import EffectiveAttention, effective_attention, effective_attention_of
-from .families import CHAPTER_NEEDS, UnsupportedFamilyError, chapter_applies, family_of
+from .families import (
+    CHAPTER_NEEDS,
+    UnsupportedFamilyError,
+    chapter_applies,
+    chapter_default_model,
+    family_of,
+    load_for_chapter,
+)
 from .hidden_tokens import HiddenTokens, collect_hidden_tokens
 from .internals import (
     Internals,

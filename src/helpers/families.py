@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from .models import UnsupportedModelError
+from .models import DECODER_MODEL, DEFAULT_MODEL, UnsupportedModelError, load_model
 
 __all__ = [
     "Family",
@@ -38,6 +38,8 @@ __all__ = [
     "is_causal",
     "CHAPTER_NEEDS",
     "chapter_applies",
+    "chapter_default_model",
+    "load_for_chapter",
 ]
 
 
@@ -286,3 +288,27 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
             f"it needs {'; and '.join(missing)}."
         )
     return not missing
+
+
+def chapter_default_model(chapter: str) -> str:
+    """The bundled model a chapter runs on when ``BOOK_MODEL`` is unset or its method does not
+    apply to it: the decoder for a chapter that needs causal attention, the default encoder otherwise."""
+    if chapter not in CHAPTER_NEEDS:
+        raise ValueError(f"Unknown chapter {chapter!r}; known: {sorted(CHAPTER_NEEDS)}.")
+    return DECODER_MODEL if "causal" in CHAPTER_NEEDS[chapter] else DEFAULT_MODEL
+
+
+def load_for_chapter(name: str | None, chapter: str):
+    """``load_model`` for a chapter's first cell: ``name`` (``None``: the chapter's bundled default),
+    or, where the chapter's method does not apply to that model, a printed note saying why and
+    the chapter's bundled default instead.
+
+    Returns:
+        ``(model, tokenizer)``.
+    """
+    default = chapter_default_model(chapter)
+    model, tokenizer = load_model(name or default)
+    if not chapter_applies(model, chapter):
+        print(f"Running on the bundled {default} instead.")
+        model, tokenizer = load_model(default)
+    return model, tokenizer

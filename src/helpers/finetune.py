@@ -103,11 +103,15 @@ def _batch(tokenizer, examples: Sequence, device) -> dict[str, torch.Tensor]:
     return {key: value.to(device) for key, value in batch.items()}
 
 
-def _check_lengths(tokenizer, examples: Sequence, limit: int) -> None:
+def _checked_lengths(tokenizer, examples: Sequence, limit: int) -> list[int]:
+    """Tokens of each pair; an error if one is longer than ``limit``."""
+    lengths = []
     for example in examples:
         n = len(tokenizer(example.text_a, example.text_b)["input_ids"])
         if n > limit:
             raise ValueError(f"Pair {getattr(example, 'id', '?')} has {n} tokens; the model takes at most {limit}.")
+        lengths.append(n)
+    return lengths
 
 
 def _length_bucketed_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
@@ -162,12 +166,11 @@ def fine_tune(
         raise ValueError(f"train holds only the label(s) {labels}: a classifier needs at least two.")
     if labels != tuple(range(len(labels))):
         raise ValueError(f"Labels must be 0..k-1; got {labels}.")
-    _check_lengths(tokenizer, train, model.config.max_position_embeddings)
+    lengths = _checked_lengths(tokenizer, train, model.config.max_position_embeddings)
 
     device = next(model.parameters()).device
     torch.manual_seed(seed)  # the head's initial weights and dropout
     classifier = PairClassifier(copy.deepcopy(model), len(labels), model.config.hidden_dropout_prob).to(device)
-    lengths = [len(tokenizer(e.text_a, e.text_b)["input_ids"]) for e in train]
     order_generator = torch.Generator().manual_seed(seed)
     steps_per_epoch = -(-len(train) // batch_size)
     total = epochs * steps_per_epoch

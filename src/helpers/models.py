@@ -291,6 +291,12 @@ def decoder_gguf_path() -> Path:
     return path
 
 
+def decoder_tokenizer():
+    """The bundled decoder's tokenizer, read from its GGUF file (no weights are dequantised)."""
+    gguf = decoder_gguf_path()
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
 def cache_dir() -> Path:
     """Where the helpers keep files they build once: ``$XDG_CACHE_HOME`` (or ``~/.cache``) / identifiability-book."""
     import os
@@ -322,7 +328,7 @@ def _dequantise_decoder(folder: Path) -> None:
                 f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}"
             ) from err
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = decoder_tokenizer()
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the weights below are plain float32
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
+from .heatmaps import as_numpy
 from .style import EFFECTIVE, NULL, RAW
 
 
@@ -15,7 +15,7 @@ def plot_causal_null_dimensions(dims, d_v: int, ax: plt.Axes | None = None) -> p
 
     dims: (n,) integers (``helpers.causal_null_dimensions``).
     """
-    dims = np.asarray(dims.detach().cpu() if isinstance(dims, torch.Tensor) else dims, dtype=float)
+    dims = as_numpy(dims, ndim=None)
     if dims.ndim != 1:
         raise ValueError(f"dims must be one head's (n,) null dimensions; got shape {dims.shape}.")
     ax = ax or plt.subplots(figsize=(6.5, 3.8), layout="constrained")[1]

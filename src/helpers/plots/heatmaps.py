@@ -8,12 +8,14 @@ import seaborn as sns
 import torch
 
 
-def as_numpy(matrix) -> np.ndarray:
+def as_numpy(matrix, ndim: int | None = 2) -> np.ndarray:
+    """A tensor or array as a float numpy array; with ``ndim``, check its number of dimensions."""
     if isinstance(matrix, torch.Tensor):
         matrix = matrix.detach().cpu().numpy()
     matrix = np.asarray(matrix, dtype=float)
-    if matrix.ndim != 2:
-        raise ValueError(f"Expected a 2-D matrix (n, m), got shape {matrix.shape}.")
+    if ndim is not None and matrix.ndim != ndim:
+        what = "matrix (n, m)" if ndim == 2 else "array"
+        raise ValueError(f"Expected a {ndim}-D {what}, got shape {matrix.shape}.")
     return matrix
 
 
