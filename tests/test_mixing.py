@@ -1,5 +1,6 @@
 """Context-mixing measures: each against an independent slow implementation (helpers.reference)."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -159,6 +160,8 @@ def test_bad_input_gets_clear_errors(setup, tokenizer):
         mixing.context_mixing(model, encoding, "attention", effective=True)
     with pytest.raises(ValueError, match="Unknown options"):
         mixing.context_mixing(model, encoding, "alti", samples=3)
+    with pytest.raises(ValueError, match="no options"):
+        mixing.context_mixing(model, encoding, "grad_input", effective=True)
     padded = tokenizer(["The cat sat.", "A much longer sentence than that."], padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="one sequence"):
         mixing.context_mixing(model, padded, "alti")
@@ -214,7 +217,55 @@ def test_sweep_tables(tokenizer, one_thread):
         "globenc+eff rollout",
         "grad_input",
     }
-    cost = sweeps.cost_table(sweep)
-    assert cost.loc["hta", "fraction of HTA"] == 1 and (cost["seconds per sentence"] > 0).all()
     with pytest.raises(ValueError, match="kind"):
         sweeps.agreement_table(sweep, "other")
+
+
+def test_reference_check_against_exact_hta(tokenizer, one_thread):
+    from helpers import sweeps
+    from helpers.data import Example
+
+    model = make_tiny_bert(layers=2)
+    examples = [Example(id="e0", text_a=PAIR[0], text_b=PAIR[1], label=None, source="test", topic="test")]
+    measures = (("attention", {}), ("globenc", {}))
+    check = sweeps.check_reference(model, tokenizer, examples, samples=4, measures=measures, progress=False)
+    encoding = helpers.encode(tokenizer, *PAIR, model=model)
+    exact = mixing.context_mixing(model, encoding, "hta")
+    estimate = mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=0)
+    globenc = mixing.context_mixing(model, encoding, "globenc", rollout=True)
+    rows = check.agreement.query("measure == 'globenc rollout' and layer == 2")
+    for name, target in (("exact", exact), ("estimate", estimate)):
+        expected = mixing.row_spearman(globenc.scores, target.scores)[1]
+        got = rows[rows["reference"] == name].sort_values("token")["rho"].to_numpy()
+        assert torch.allclose(torch.from_numpy(got), expected)
+    tables = sweeps.reference_tables(check)
+    assert set(tables) == {"exact", "estimate"}
+    shift = sweeps.reference_shift(check)
+    assert shift.loc["globenc rollout", 1] == pytest.approx(
+        tables["estimate"].loc["globenc rollout", 1] - tables["exact"].loc["globenc rollout", 1]
+    )
+    assert set(shift.index) == {"attention rollout", "globenc rollout", "grad_input"} and list(shift.columns) == [1, 2]
+    exact_rho = mixing.row_spearman(globenc.scores, exact.scores)[1]
+    by_hand = float(np.median(expected.numpy())) - float(np.median(exact_rho.numpy()))  # the median of an even count
+    assert shift.loc["globenc rollout", 2] == pytest.approx(by_hand)
+    estimate_rho = check.estimate.query("layer == 1").sort_values("token")["rho"].to_numpy()
+    assert torch.allclose(torch.from_numpy(estimate_rho), mixing.row_spearman(estimate.scores, exact.scores)[0])
+    cost = sweeps.cost_table(check)
+    assert cost.loc["hta (exact)", "fraction of exact HTA"] == 1
+    assert {"hta (estimate, 4 samples)", "attention rollout", "globenc rollout", "grad_input"} <= set(cost.index)
+    assert (cost["seconds per sentence"] > 0).all() and set(check.cost["n"]) == {encoding["input_ids"].shape[1]}
+
+
+def test_local_measures_equal_one_call_each(setup):
+    model, encoding, internals = setup
+    measures = [("attention", {}), ("alti", {}), ("alti", {"effective": True}), ("value_zeroing", {})]
+    together = mixing.local_measures(model, internals, measures)
+    for (method, options), result in zip(measures, together, strict=True):
+        alone = mixing.context_mixing(model, encoding, method, **options)
+        assert result.name == alone.name and torch.equal(result.scores, alone.scores)
+    with pytest.raises(ValueError, match="not a local measure"):
+        mixing.local_measures(model, internals, [("hta", {})])
+    with pytest.raises(ValueError, match="norm-based"):
+        mixing.local_measures(model, internals, [("value_zeroing", {"effective": True})])
+    with pytest.raises(TypeError, match="effective"):
+        mixing.local_measures(model, internals, [("alti", {"effective": "yes"})])

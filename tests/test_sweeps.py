@@ -80,7 +80,7 @@ def test_rank_sweep_bad_input(tiny_model, tokenizer):
         helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
 
 
-# ---- issue 12: sink attention and naive identifiability tables
+# ---- chapter 8: sink attention and naive identifiability tables
 from helpers.data import Example  # noqa: E402
 
 

@@ -113,10 +113,7 @@ from .widgets import NullSpaceExplorer
 
 __version__ = "0.1.0"
 
-# ---- issue 12: content vs function words (chapter 6)
-# ---- issue 12: do the keys allow the alternatives? (chapter 3)
-# ---- issue 12: fine-tuning (chapter 8)
-# --------------------------------------------------------------------------- chapter 7: context mixing
+# ---- chapters 3 (keys), 6 (word classes), 7 (context mixing), 8 (fine-tuning)
 from . import finetune, keys, mixing, word_classes
 from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs
 from .keys import (
@@ -127,15 +124,26 @@ from .keys import (
     producible_dimension,
     same_keys_freedom,
 )
-from .mixing import LayerDecomposition, Mixing, context_mixing, decompose_layer, leave_one_out, local_hta, row_spearman
-
-# ---- issue 12: before/after drivers (chapter 8)
+from .mixing import (
+    LayerDecomposition,
+    Mixing,
+    context_mixing,
+    decompose_layer,
+    leave_one_out,
+    local_hta,
+    local_measures,
+    row_spearman,
+)
 from .sweeps import (
     MixingSweep,
+    ReferenceCheck,
     agreement_table,
+    check_reference,
     context_mixing_sweep,
     cost_table,
     naive_identifiability_table,
+    reference_shift,
+    reference_tables,
     sink_attention_table,
 )
 from .word_classes import (

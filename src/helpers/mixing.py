@@ -40,6 +40,7 @@ A_eff T = A T, every decomposition above still sums to the layer's real output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,12 +57,14 @@ from .text import check_single_sequence
 
 __all__ = [
     "METHODS",
+    "ESTIMATE_TARGET",
     "LOCAL_METHODS",
     "GLOBAL_METHODS",
     "NORM_METHODS",
     "Mixing",
     "LayerDecomposition",
     "context_mixing",
+    "local_measures",
     "decompose_layer",
     "plain_rollout",
     "attention_rollout",
@@ -79,6 +82,10 @@ LOCAL_METHODS = ("attention", "attention_norm", "norm_residual", "norm_residual_
 GLOBAL_METHODS = ("grad_input", "hta")
 METHODS = LOCAL_METHODS + GLOBAL_METHODS
 NORM_METHODS = ("attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti")
+
+# The book's target for an HTA estimate good enough to replace exact HTA as the reference:
+# median relative error of the contributions c_ij at most this, at most this fraction of exact HTA's time.
+ESTIMATE_TARGET = {"median_relative_error": 0.01, "cost_fraction": 0.10}
 
 
 @dataclass
@@ -409,29 +416,63 @@ def context_mixing(
         options["method"] = options.pop("estimator", "exact")
         attribution = hidden_token_attribution(model, encoding, **options)
         return Mixing(scores=attribution.contributions, method="hta", rollout=False)
+    if method == "grad_input":
+        if options:
+            raise ValueError(f"grad_input takes no options; got {sorted(options)}.")
+        internals = capture(model, encoding)
+        return Mixing(scores=normalise_rows(grad_input_scores(model, internals)), method=method, rollout=False)
+    _measure_options(method, options)  # before the forward pass: bad options fail fast
+    internals = capture(model, encoding)
+    result = local_measures(model, internals, [(method, options)])[0]
+    return rolled_out(result) if rollout else result
+
+
+def _measure_options(method: str, options: dict) -> bool:
+    """Check one (method, options) pair of ``local_measures``; returns ``effective``."""
+    if method not in LOCAL_METHODS:
+        raise ValueError(f"{method!r} is not a local measure; choose one of {LOCAL_METHODS}.")
     unknown = set(options) - _OPTIONS
     if unknown:
         raise ValueError(
             f"Unknown options {sorted(unknown)} for {method!r}; only {sorted(_OPTIONS)} (norm-based methods)."
         )
-    effective = bool(options.get("effective", False))
+    effective = options.get("effective", False)
+    if not isinstance(effective, bool):
+        raise TypeError(f"effective must be True or False, got {effective!r}.")
     if effective and method not in NORM_METHODS:
         raise ValueError(f"effective=True applies to the norm-based methods {NORM_METHODS}, not {method!r}.")
+    return effective
 
-    internals = capture(model, encoding)
+
+def local_measures(model: PreTrainedModel, internals: Internals, measures: Sequence[tuple[str, dict]]) -> list[Mixing]:
+    """Several local measures of one captured sequence at once: one ``Mixing`` (L, n, n) per measure.
+
+    ``measures`` holds (method, options) pairs as ``context_mixing`` takes them, e.g.
+    ``[("globenc", {}), ("globenc", {"effective": True})]``. Each layer is decomposed once
+    per attention kind (raw, effective) and every norm-based method reads that one
+    decomposition, so a list of measures costs little more than its most expensive
+    member. The results equal ``context_mixing(model, encoding, method, **options)``.
+    """
+    checked = [(method, _measure_options(method, dict(options))) for method, options in measures]
     L = internals.layers
-    if method == "grad_input":
-        return Mixing(scores=normalise_rows(grad_input_scores(model, internals)), method=method, rollout=False)
-    if method == "attention":
-        local = internals.A.mean(1)
-    elif method == "value_zeroing":
-        local = torch.stack([value_zeroing_scores(model, internals, layer) for layer in range(1, L + 1)])
-    else:
-        local = torch.stack(
-            [_norm_scores(decompose_layer(model, internals, layer, effective), method) for layer in range(1, L + 1)]
+    decompositions: dict[bool, list[LayerDecomposition]] = {}
+    for method, effective in checked:
+        if method in NORM_METHODS and effective not in decompositions:
+            decompositions[effective] = [
+                decompose_layer(model, internals, layer, effective) for layer in range(1, L + 1)
+            ]
+    results = []
+    for method, effective in checked:
+        if method == "attention":
+            local = internals.A.mean(1)
+        elif method == "value_zeroing":
+            local = torch.stack([value_zeroing_scores(model, internals, layer) for layer in range(1, L + 1)])
+        else:
+            local = torch.stack([_norm_scores(parts, method) for parts in decompositions[effective]])
+        results.append(
+            Mixing(scores=normalise_rows(local.float().cpu()), method=method, rollout=False, effective=effective)
         )
-    result = Mixing(scores=normalise_rows(local.float().cpu()), method=method, rollout=False, effective=effective)
-    return rolled_out(result) if rollout else result
+    return results
 
 
 @torch.no_grad()

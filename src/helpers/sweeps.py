@@ -192,7 +192,7 @@ def attribute_examples(
     return results
 
 
-# ---- issue 12: before/after tables for chapter 8 (fine-tuning)
+# ---- chapter 8 (fine-tuning): before/after tables
 
 __all__ += ["sink_attention_table", "naive_identifiability_table"]
 
@@ -251,7 +251,17 @@ def naive_identifiability_table(
 # --------------------------------------------------------------------------- chapter 7: context mixing
 
 
-__all__ += ["MIXING_MEASURES", "MixingSweep", "context_mixing_sweep", "agreement_table", "cost_table"]
+__all__ += [
+    "MIXING_MEASURES",
+    "MixingSweep",
+    "context_mixing_sweep",
+    "agreement_table",
+    "ReferenceCheck",
+    "check_reference",
+    "reference_shift",
+    "reference_tables",
+    "cost_table",
+]
 
 MIXING_MEASURES = (
     ("attention", {}),
@@ -279,12 +289,10 @@ class MixingSweep:
     layer-local HTA). ``loo``: one row per (example, measure): Spearman of the
     measure's last-layer score of each input token (averaged over hidden tokens) with
     the leave-one-out change of the sentence embedding, special tokens left out.
-    ``cost``: seconds per example and measure, measured in this run.
     """
 
     agreement: pd.DataFrame
     loo: pd.DataFrame
-    cost: pd.DataFrame
     hta_options: dict
     local_samples: int | None
 
@@ -295,13 +303,34 @@ def _timed(function, *args, **kwargs):
     return time.perf_counter() - start, result
 
 
-def _rows(example: str, measure: str, kind: str, rho: torch.Tensor) -> list[dict]:
+def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> list[dict]:
     L, n = rho.shape
     return [
-        {"example": example, "measure": measure, "kind": kind, "layer": k + 1, "token": i, "rho": float(rho[k, i])}
+        {
+            "example": example,
+            "measure": measure,
+            "kind": kind,
+            **extra,
+            "layer": k + 1,
+            "token": i,
+            "rho": float(rho[k, i]),
+        }
         for k in range(L)
         for i in range(n)
     ]
+
+
+def _global_measures(model, internals, measures) -> dict[str, mixing.Mixing]:
+    """Every measure of ``measures`` after rollout, and grad_input, of one captured sequence."""
+    results = {}
+    for local in mixing.local_measures(model, internals, measures):
+        rolled = mixing.rolled_out(local)
+        results[rolled.name] = rolled
+    grad = mixing.Mixing(
+        scores=mixing.normalise_rows(mixing.grad_input_scores(model, internals)), method="grad_input", rollout=False
+    )
+    results[grad.name] = grad
+    return results
 
 
 def context_mixing_sweep(
@@ -313,8 +342,12 @@ def context_mixing_sweep(
     local_samples: int | None = 8,
     local_examples: int | None = None,
     seed: int = 0,
+    progress: bool = True,
 ) -> MixingSweep:
     """Every measure on every example, against HTA (global) and layer-local HTA (local).
+
+    Each example is captured once and its local measures share one decomposition per
+    layer (``mixing.local_measures``); ``check_reference`` times each measure on its own.
 
     Args:
         examples: records with ``id``, ``text_a`` and optional ``text_b`` (``load_corpus``).
@@ -326,45 +359,39 @@ def context_mixing_sweep(
         local_examples: compare local measures with layer-local HTA on only the first this
             many examples (None: all); it costs about as much as HTA itself.
         seed: seed of both estimates.
+        progress: show a progress bar over the examples.
     """
     hta_options = {"estimator": "exact", **(hta_options or {})}
     if hta_options["estimator"] == "estimate":
         hta_options.setdefault("seed", seed)
-    agreement, loo_rows, cost = [], [], []
+    agreement, loo_rows = [], []
     special = set(tokenizer.all_special_ids)
-    for number, example in enumerate(examples):
-        with_local = local_examples is None or number < local_examples
+    examples = list(examples)
+    for number, example in enumerate(tqdm(examples, desc="context mixing", disable=not progress)):
         encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
-        seconds, hta = _timed(mixing.context_mixing, model, encoding, "hta", **hta_options)
-        cost.append({"example": example.id, "measure": "hta", "seconds": seconds})
-        if with_local:
-            seconds, local = _timed(mixing.local_hta, model, encoding, samples=local_samples, seed=seed)
-            cost.append({"example": example.id, "measure": "hta_local", "seconds": seconds})
-        seconds, loo = _timed(mixing.leave_one_out, model, encoding, tokenizer.mask_token_id)
-        cost.append({"example": example.id, "measure": "leave_one_out", "seconds": seconds})
+        internals = capture(model, encoding)
+        hta = mixing.context_mixing(model, encoding, "hta", **hta_options)
+        loo = mixing.leave_one_out(model, encoding, tokenizer.mask_token_id)
         keep = torch.tensor([int(t) not in special for t in encoding["input_ids"][0]])
-        results = {"hta": hta}
-        for method, options in measures:
-            # the local scores once; rollout composes them (its own cost is a few small products)
-            seconds, result = _timed(mixing.context_mixing, model, encoding, method, **options)
-            cost.append({"example": example.id, "measure": result.name, "seconds": seconds})
-            if with_local:
+        if local_examples is None or number < local_examples:
+            local = mixing.local_hta(model, encoding, samples=local_samples, seed=seed)
+            for result in mixing.local_measures(model, internals, measures):
                 agreement += _rows(example.id, result.name, "local", mixing.row_spearman(result.scores, local.scores))
-            rolled = mixing.rolled_out(result)
-            agreement += _rows(example.id, rolled.name, "global", mixing.row_spearman(rolled.scores, hta.scores))
-            results[rolled.name] = rolled
-        seconds, result = _timed(mixing.context_mixing, model, encoding, "grad_input")
-        cost.append({"example": example.id, "measure": result.name, "seconds": seconds})
-        agreement += _rows(example.id, result.name, "global", mixing.row_spearman(result.scores, hta.scores))
-        results[result.name] = result
+        results = {"hta": hta, **_global_measures(model, internals, measures)}
         for name, result in results.items():
+            if name != "hta":
+                agreement += _rows(example.id, name, "global", mixing.row_spearman(result.scores, hta.scores))
             received = result.scores[-1].mean(0)  # (n,) each input's share, averaged over hidden tokens
             loo_rows.append({"example": example.id, "measure": name, "rho": mixing.spearman(received[keep], loo[keep])})
-    return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), pd.DataFrame(cost), hta_options, local_samples)
+    return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), hta_options, local_samples)
 
 
-def agreement_table(sweep: MixingSweep, kind: str = "global") -> pd.DataFrame:
-    """Median Spearman with the reference, measure x layer (columns 1..L), for one kind."""
+def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
+    """Median Spearman with the reference, measure x layer (columns 1..L), for one kind.
+
+    ``sweep``: a ``MixingSweep``, or any object whose ``agreement`` has the columns
+    kind, measure, layer, rho.
+    """
     rows = sweep.agreement[sweep.agreement["kind"] == kind]
     if rows.empty:
         raise ValueError(f"No rows of kind {kind!r}; kinds: {sorted(sweep.agreement['kind'].unique())}.")
@@ -372,10 +399,91 @@ def agreement_table(sweep: MixingSweep, kind: str = "global") -> pd.DataFrame:
     return table.sort_values(table.columns[-1], ascending=False)
 
 
-def cost_table(sweep: MixingSweep) -> pd.DataFrame:
-    """Median seconds per example per measure, and the ratio to exact-or-estimated HTA."""
-    table = sweep.cost.groupby("measure")["seconds"].median().to_frame("seconds per sentence")
-    table["fraction of HTA"] = table["seconds per sentence"] / table.loc["hta", "seconds per sentence"]
+@dataclass
+class ReferenceCheck:
+    """Tables of ``check_reference``: exact HTA against its estimate, on a few examples.
+
+    ``agreement``: one row per (example, measure, reference, layer, hidden token): the
+    Spearman ``rho`` of a global measure's row with exact HTA (``reference="exact"``,
+    ``kind="exact"``) or with the estimate (``"estimate"``). ``estimate``: one row per
+    (example, layer, hidden token): Spearman of the estimate's row with the exact row.
+    ``cost``: seconds per example for each measure called on its own through
+    ``context_mixing`` (local measures with rollout), exact HTA and the estimate
+    included, measured in this run, with the sequence length ``n``.
+    """
+
+    agreement: pd.DataFrame
+    estimate: pd.DataFrame
+    cost: pd.DataFrame
+    samples: int
+
+
+def check_reference(
+    model,
+    tokenizer,
+    examples: Iterable,
+    samples: int,
+    measures: Sequence[tuple[str, dict]] = MIXING_MEASURES,
+    seed: int = 0,
+    progress: bool = True,
+) -> ReferenceCheck:
+    """Exact HTA and its ``samples``-sample estimate on a few examples: how far the estimate is
+    from exact, whether it would change any measure's agreement, and what everything costs.
+
+    Exact HTA costs n d forward-mode tangents per example (minutes for a pair of 40
+    tokens on two CPU cores): pass short examples. Every measure is timed as a reader
+    would call it, ``context_mixing(model, encoding, method, rollout=True, **options)``.
+    """
+    check_seed(seed)
+    agreement, estimate_rows, cost = [], [], []
+    for example in tqdm(list(examples), desc="exact HTA", disable=not progress):
+        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        n = int(encoding["input_ids"].shape[1])
+        seconds, exact = _timed(mixing.context_mixing, model, encoding, "hta")
+        cost.append({"example": example.id, "n": n, "measure": "hta (exact)", "seconds": seconds})
+        seconds, estimate = _timed(
+            mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=samples, seed=seed
+        )
+        cost.append(
+            {"example": example.id, "n": n, "measure": f"hta (estimate, {samples} samples)", "seconds": seconds}
+        )
+        estimate_rows += _rows(
+            example.id, "hta (estimate)", "exact", mixing.row_spearman(estimate.scores, exact.scores)
+        )
+        calls = [(method, {"rollout": True, **options}) for method, options in measures] + [("grad_input", {})]
+        for method, options in calls:
+            seconds, result = _timed(mixing.context_mixing, model, encoding, method, **options)
+            cost.append({"example": example.id, "n": n, "measure": result.name, "seconds": seconds})
+            for name, reference in (("exact", exact), ("estimate", estimate)):
+                rho = mixing.row_spearman(result.scores, reference.scores)
+                agreement += _rows(example.id, result.name, "global", rho, reference=name)
+    return ReferenceCheck(pd.DataFrame(agreement), pd.DataFrame(estimate_rows), pd.DataFrame(cost), samples)
+
+
+def reference_tables(check: ReferenceCheck) -> dict[str, pd.DataFrame]:
+    """The agreement tables of ``check`` (as ``agreement_table``: measure x layer, median Spearman)
+    against exact HTA and against the estimate: ``{"exact": table, "estimate": table}``."""
+    tables = {}
+    for reference, rows in check.agreement.groupby("reference"):
+        table = rows.groupby(["measure", "layer"])["rho"].median().unstack("layer")
+        tables[reference] = table.sort_values(table.columns[-1], ascending=False)
+    return tables
+
+
+def reference_shift(check: ReferenceCheck) -> pd.DataFrame:
+    """How much the estimate moves each measure's agreement: measure x layer (columns 1..L).
+
+    The median Spearman of a measure's rows with the estimate, minus the same with
+    exact HTA, over the hidden tokens of ``check``'s examples.
+    """
+    tables = reference_tables(check)
+    return tables["estimate"] - tables["exact"].loc[tables["estimate"].index]
+
+
+def cost_table(check: ReferenceCheck) -> pd.DataFrame:
+    """Median seconds per example per measure, and the ratio to exact HTA, from ``check_reference``."""
+    table = check.cost.groupby("measure")["seconds"].median().to_frame("seconds per sentence")
+    table["fraction of exact HTA"] = table["seconds per sentence"] / table.loc["hta (exact)", "seconds per sentence"]
     return table.sort_values("seconds per sentence")
 
 

@@ -14,7 +14,7 @@ from .decoder import plot_causal_null_dimensions, plot_sink
 from .effective import plot_attention_split, plot_correlation_vs_length, plot_token_class_attention
 from .heatmaps import token_heatmap
 
-# ---- issue 12 part 2: do the keys allow the alternatives? (chapter 3)
+# ---- chapter 3: do the keys allow the alternatives?
 from .keys import plot_centred_log_spectra
 from .mixing import plot_agreement, plot_cost, plot_leave_one_out
 from .nullspace import (
@@ -29,5 +29,5 @@ from .nullspace import (
 from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
-# ---- issue 12: word classes (chapter 6)
+# ---- chapter 6: word classes
 from .word_classes import plot_self_contribution_by_class
