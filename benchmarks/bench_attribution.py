@@ -78,7 +78,7 @@ def main() -> None:
 
     # 1. exact against the naive loop and generic forward mode, on a short input
     encoding = helpers.encode(tokenizer, SHORT, model=model)
-    x = helpers.capture(model, encoding).embeddings
+    x = helpers.capture(model, encoding).x
     n = x.shape[0]
     t_exact, exact = timed(attribution.hidden_token_attribution, model, encoding, progress=False)
     t_generic, generic = timed(jacobians_reference.functorch_block_norms, model, x, progress=False)
