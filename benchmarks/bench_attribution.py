@@ -15,7 +15,7 @@ brackets for scale):
    token) against the exact values: time ratio, median and 95th percentile
    relative error of the contributions, agreement of the top contributor per
    hidden token.
-4. A ~64-token sentence pair, the size the issue measured: a 32-probe estimate,
+4. A ~64-token sentence pair, the size of the first implementation's figures: a 32-probe estimate,
    and the exact time projected from one measured chunk.
 
 No timed asserts: timings depend on the machine. The differences must be tiny.
@@ -146,7 +146,7 @@ def main() -> None:
             f"{c['p95_relative_error']:>13.2%} {c['top_agreement']:>15.1%}"
         )
 
-    # 4. the issue's reference size: ~64 tokens
+    # 4. the reference size of the first implementation's figures: ~64 tokens
     pairs = helpers.load_corpus("pairs")
     lengths = {len(tokenizer(e.text_a, e.text_b)["input_ids"]): e for e in pairs}
     example = lengths[min(lengths, key=lambda m: (abs(m - 64), m))]
@@ -164,7 +164,7 @@ def main() -> None:
     t_chunk = best_of(2, lambda: drain(jacobians.push_tangents(lin, token, directions)))
     projected = t_prepare + math.ceil(n * d / B) * t_chunk
     print(
-        f"\n4. a {n}-token sentence pair (the issue measured 64 tokens: exact ~12 min, naive ~30 min, "
+        f"\n4. a {n}-token sentence pair (the first implementation, at 64 tokens: exact ~12 min, naive ~30 min, "
         f"32-probe estimate ~35 s)"
     )
     print(f"   32-probe estimate            {t_estimate:7.1f} s")
