@@ -395,6 +395,11 @@ def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
     rows = sweep.agreement[sweep.agreement["kind"] == kind]
     if rows.empty:
         raise ValueError(f"No rows of kind {kind!r}; kinds: {sorted(sweep.agreement['kind'].unique())}.")
+    return _median_table(rows)
+
+
+def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median ``rho`` per measure (rows) and layer (columns), best last-layer measure first."""
     table = rows.groupby(["measure", "layer"])["rho"].median().unstack("layer")
     return table.sort_values(table.columns[-1], ascending=False)
 
@@ -404,8 +409,8 @@ class ReferenceCheck:
     """Tables of ``check_reference``: exact HTA against its estimate, on a few examples.
 
     ``agreement``: one row per (example, measure, reference, layer, hidden token): the
-    Spearman ``rho`` of a global measure's row with exact HTA (``reference="exact"``,
-    ``kind="exact"``) or with the estimate (``"estimate"``). ``estimate``: one row per
+    Spearman ``rho`` of a global measure's row with exact HTA (``reference="exact"``)
+    or with the estimate (``reference="estimate"``). ``estimate``: one row per
     (example, layer, hidden token): Spearman of the estimate's row with the exact row.
     ``cost``: seconds per example for each measure called on its own through
     ``context_mixing`` (local measures with rollout), exact HTA and the estimate
@@ -463,11 +468,7 @@ def check_reference(
 def reference_tables(check: ReferenceCheck) -> dict[str, pd.DataFrame]:
     """The agreement tables of ``check`` (as ``agreement_table``: measure x layer, median Spearman)
     against exact HTA and against the estimate: ``{"exact": table, "estimate": table}``."""
-    tables = {}
-    for reference, rows in check.agreement.groupby("reference"):
-        table = rows.groupby(["measure", "layer"])["rho"].median().unstack("layer")
-        tables[reference] = table.sort_values(table.columns[-1], ascending=False)
-    return tables
+    return {reference: _median_table(rows) for reference, rows in check.agreement.groupby("reference")}
 
 
 def reference_shift(check: ReferenceCheck) -> pd.DataFrame:
