@@ -73,3 +73,22 @@ def test_first_cell_says_when_the_method_does_not_apply(notebook):
     assert f'helpers.load_for_chapter(MODEL, "{notebook.stem}")' in first.source, (
         f"{notebook.name}: the first cell must load the model with helpers.load_for_chapter for this chapter"
     )
+
+
+RESIDUAL = re.compile(r"(?<![\w.])[2-9](?:\.\d+)?[eE]-\d+")
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_no_raw_residual_in_a_checked_output(notebook):
+    # a residual such as 8e-06 is float noise that another CPU prints as 4e-06: print its bound
+    # (helpers.residual_text), a power of ten, instead. Cells tagged nbval-ignore-output are not compared.
+    raw = []
+    for cell in _cells(notebook, "code"):
+        if "nbval-ignore-output" in cell.metadata.get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            texts = [output.get("text", "")] + [
+                v for k, v in output.get("data", {}).items() if k.startswith(("text/", "application/papermill"))
+            ]
+            raw += [m.group(0) for text in texts for m in RESIDUAL.finditer(str(text))]
+    assert not raw, f"{notebook.name}: residuals printed as numbers in compared outputs: {raw[:5]}"

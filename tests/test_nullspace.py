@@ -230,7 +230,12 @@ def test_alternative_family_is_valid_on_tiny_model(tiny_internals):
     assert family.attentions.shape == (5, *A.shape)
     assert torch.allclose(family.attentions[2], A.double())
     check_family(A, T, family)
-    assert (family.attentions[0] - family.attentions[-1]).abs().max() > 1e-3
+    # how far the ends lie apart depends on the random null direction, which differs between LAPACK
+    # builds (the null basis is only defined up to rotation): test what holds for any direction instead.
+    # The ends are distinct members (far above float64 noise) and each sits on the simplex's boundary.
+    assert (family.attentions[0] - family.attentions[-1]).abs().max() > 1e-6
+    for end in (family.attentions[0], family.attentions[-1]):
+        assert end.min() < 1e-12 * A.max() and end.min() > -1e-12
 
 
 def test_alternative_family_is_valid_on_real_model(real_internals):

@@ -73,7 +73,7 @@ from .models import (
     load_decoder,
     load_model,
 )
-from .notebook import glue, setup_notebook
+from .notebook import glue, residual_text, setup_notebook
 from .nullspace import (
     AlternativeFamily,
     alternative_family,

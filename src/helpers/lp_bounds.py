@@ -139,7 +139,10 @@ def constraint_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> np.ndarray:
 
 
 def _highs(M: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    result = linprog(c, A_eq=M, b_eq=b, bounds=(0, None), method="highs")
+    # HiGHS's default feasibility tolerance (1e-7) would leave entries of -1e-7 in a point that is not
+    # turned into an exact vertex; ask for the book's tolerance instead
+    options = {"primal_feasibility_tolerance": FEASIBILITY_TOL, "dual_feasibility_tolerance": OPTIMALITY_TOL}
+    result = linprog(c, A_eq=M, b_eq=b, bounds=(0, None), method="highs", options=options)
     if result.status != 0:
         raise RuntimeError(f"HiGHS failed on an attention-bound LP: {result.message}")
     return result.x  # unclamped: entries may sit a rounding error below 0 (AttentionBounds.check reports it)

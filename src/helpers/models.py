@@ -8,8 +8,10 @@ through ``transformers`` where a hub is reachable.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
@@ -311,6 +313,28 @@ def decoder_cache_folder() -> Path:
     return cache_dir() / f"{DECODER_MODEL}-Q4_1-dequantised-{gguf.stat().st_size}"
 
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """No progress bar or log line while transformers reads the GGUF file (its bar is a plain tqdm)."""
+    import functools
+
+    import transformers
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils
+
+    verbosity = transformers.utils.logging.get_verbosity()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        with mock.patch.object(modeling_gguf_pytorch_utils, "tqdm", functools.partial(tqdm, disable=True)):
+            yield
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
 def _dequantise_decoder(folder: Path) -> None:
     """Dequantise the GGUF file once (about a minute on a CPU) and save it as safetensors in ``folder``."""
     import shutil
@@ -327,8 +351,9 @@ def _dequantise_decoder(folder: Path) -> None:
             raise ModelLoadError(
                 f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}"
             ) from err
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = decoder_tokenizer()
+    with _quiet_loading():  # the first run must print what later runs print: nothing
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = decoder_tokenizer()
     config = model.config.to_dict()
     config.pop("quantization_config", None)  # the weights below are plain float32
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["setup_notebook", "glue"]
+__all__ = ["setup_notebook", "glue", "residual_text"]
 
 
 def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
@@ -49,3 +49,19 @@ def glue(name: str, value, fmt: str | None = None) -> str:
         return text
     myst_glue(name, text, display=False)
     return text
+
+
+def residual_text(value: float, bound: float) -> str:
+    """How a residual that should be zero reads in the book: ``bound`` ("1e-4") when it stays below it.
+
+    The residual itself (``8e-06`` here, ``6e-06`` on another CPU) is float noise and is never
+    printed; the bound is what the identity claims. A residual at or above ``bound`` is printed
+    as it is ("3.2e-03"), so a broken identity shows.
+    """
+    value, bound = float(value), float(bound)
+    if not bound > 0:
+        raise ValueError(f"bound must be a positive number, got {bound!r}")
+    if value < bound:
+        mantissa, exponent = f"{bound:.0e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:.1e}"

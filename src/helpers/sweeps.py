@@ -399,9 +399,21 @@ def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
 
 
 def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median ``rho`` per measure (rows) and layer (columns), best last-layer measure first."""
+    """Median ``rho`` per measure (rows) and layer (columns), the measures in a fixed order.
+
+    The order is that of ``mixing.METHODS``, each measure before its effective-attention
+    variant. An order by value would swap two measures whose medians nearly tie, and so
+    change the table from one CPU to another.
+    """
     table = rows.groupby(["measure", "layer"])["rho"].median().unstack("layer")
-    return table.sort_values(table.columns[-1], ascending=False)
+    return table.loc[sorted(table.index, key=_measure_order)]
+
+
+def _measure_order(measure: str) -> tuple[int, bool, str]:
+    """Sort key of a measure's name ("globenc+eff rollout"): its method's place in ``mixing.METHODS``."""
+    method, _, _ = measure.split(" ")[0].partition("+")
+    place = mixing.METHODS.index(method) if method in mixing.METHODS else len(mixing.METHODS)
+    return place, "+eff" in measure, measure
 
 
 @dataclass
