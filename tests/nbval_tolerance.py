@@ -141,8 +141,6 @@ def install() -> None:
     IPyNbCell.compare_outputs = compare_outputs
 
 
-
-
 def prepare_caches() -> None:
     """Build what a first run would build inside a notebook and report there, before any kernel starts.
 
