@@ -12,7 +12,8 @@ PYTEST_NBVAL := -p tests.nbval_tolerance --nbval --nbval-current-env --nbval-cel
 # reproduces fails here, not on a reader's machine.
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
 # Two workers on two cores; a notebook's cells run in order in one kernel on one worker (tests/conftest.py).
-PYTEST_PARALLEL := -n 2
+# --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
+PYTEST_PARALLEL := -n 2 --durations=12
 
 .PHONY: test check lint book bench notebooks clean browser
 
