@@ -3,7 +3,7 @@
 All on the bundled model, measured in this one run (ratios, with seconds in
 brackets for scale):
 
-1. A short input: the exact forward-mode norms (``helpers.jacobians``) against
+1. A short input: the exact forward-mode norms (``helpers.methods.jacobians``) against
    the naive loop, one reverse-mode pass per output unit (L n d passes), and
    against generic forward mode (``vmap`` over ``torch.func.jvp`` through the
    model's own modules): time ratios and largest differences.
@@ -30,8 +30,8 @@ import math
 import torch
 
 import helpers
-from helpers import attribution, jacobians
-from helpers import reference as jacobians_reference
+from helpers.methods import jacobians
+from helpers.methods import reference as jacobians_reference
 from timing import timed
 
 SHORT = "Hi."
@@ -80,7 +80,7 @@ def main() -> None:
     encoding = helpers.encode(tokenizer, SHORT, model=model)
     x = helpers.capture(model, encoding).x
     n = x.shape[0]
-    t_exact, exact = timed(attribution.hidden_token_attribution, model, encoding, progress=False)
+    t_exact, exact = timed(helpers.methods.attribution.hidden_token_attribution, model, encoding, progress=False)
     t_generic, generic = timed(jacobians_reference.functorch_block_norms, model, x, progress=False)
     t_naive, naive = timed(jacobians_reference.naive_block_norms, model, x, progress=False)
     scale = float(naive.max())
@@ -91,13 +91,13 @@ def main() -> None:
     print(f"   max |generic - exact| / max norm      {float((generic - exact.norms).abs().max()) / scale:.1e}")
     print(
         f"   max |contribution difference|         "
-        f"{float((attribution.contributions_from_norms(naive) - exact.contributions).abs().max()):.1e}"
+        f"{float((helpers.methods.attribution.contributions_from_norms(naive) - exact.contributions).abs().max()):.1e}"
     )
 
     # 2. exact on a medium sentence, and right after it, one batched JVP of each kind
     encoding = helpers.encode(tokenizer, MEDIUM, model=model)
     n = encoding["input_ids"].shape[1]
-    t_exact, exact = timed(attribution.hidden_token_attribution, model, encoding, progress=False)
+    t_exact, exact = timed(helpers.methods.attribution.hidden_token_attribution, model, encoding, progress=False)
     internals = helpers.capture(model, encoding)
     x = internals.x
     lin = jacobians.linearise(model, x, reference=internals.hidden_states)
@@ -138,12 +138,17 @@ def main() -> None:
     print(f"   {'probes':>6} {'time / exact':>13} {'median rel. err':>16} {'p95 rel. err':>13} {'same top input':>15}")
     for probes in (8, 32, 128):
         t_estimate, estimate = timed(
-            attribution.hidden_token_attribution, model, encoding, method="estimate", samples=probes, progress=False
+            helpers.methods.attribution.hidden_token_attribution,
+            model,
+            encoding,
+            method="estimate",
+            samples=probes,
+            progress=False,
         )
-        c = attribution.compare_attributions(estimate, exact)
+        c = helpers.methods.attribution.compare_attributions(estimate, exact)
         print(
-            f"   {probes:>6} {t_estimate / t_exact:>13.3f} {c['median_relative_error']:>16.2%} "
-            f"{c['p95_relative_error']:>13.2%} {c['top_agreement']:>15.1%}"
+            f"   {probes:>6} {t_estimate / t_exact:>13.3f} {c.median_relative_error:>16.2%} "
+            f"{c.p95_relative_error:>13.2%} {c.top_agreement:>15.1%}"
         )
 
     # 4. the reference size of the first implementation's figures: ~64 tokens
@@ -153,7 +158,12 @@ def main() -> None:
     encoding = helpers.encode(tokenizer, example.text_a, example.text_b, model=model)
     n = encoding["input_ids"].shape[1]
     t_estimate, _ = timed(
-        attribution.hidden_token_attribution, model, encoding, method="estimate", samples=32, progress=False
+        helpers.methods.attribution.hidden_token_attribution,
+        model,
+        encoding,
+        method="estimate",
+        samples=32,
+        progress=False,
     )
     internals = helpers.capture(model, encoding)
     lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)

@@ -19,7 +19,7 @@ import argparse
 
 import torch
 
-from helpers.causal import causal_effective_attention
+from helpers.methods.causal import causal_effective_attention
 from timing import best_time
 
 

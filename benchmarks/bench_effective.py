@@ -21,8 +21,8 @@ import argparse
 import torch
 
 import helpers
-from helpers.effective import effective_attention
-from helpers.reference import effective_attention_loop
+from helpers.methods.effective import effective_attention
+from helpers.methods.reference import effective_attention_loop
 from timing import best_time
 
 

@@ -14,7 +14,7 @@ torch.set_num_threads(1)  # many tiny LPs: one thread is fastest
 helpers.setup_notebook(seed=0)
 model, tokenizer = helpers.load_model()
 passage = helpers.load_corpus("passages")[0]
-encoding = helpers.prefix_encoding(helpers.encode(tokenizer, passage.text_a, model=model), 64)
+encoding = helpers.model.text.prefix_encoding(helpers.encode(tokenizer, passage.text_a, model=model), 64)
 internals = helpers.capture(model, encoding)
 A, T = internals.A[2, 0], internals.T[2, 0]
 

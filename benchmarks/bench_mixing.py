@@ -21,7 +21,7 @@ import argparse
 import torch
 
 import helpers
-from helpers import mixing, paper
+from helpers.book import paper
 from timing import timed
 
 SAMPLES = (2, 4, 8, 16, 32)
@@ -41,7 +41,7 @@ def main() -> None:
     n = encoding["input_ids"].shape[1]
     print(f"pair {pair.id}, n = {n} tokens, device {args.device}, {torch.get_num_threads()} threads")
 
-    exact_seconds, exact = timed(mixing.context_mixing, model, encoding, "hta")
+    exact_seconds, exact = timed(helpers.methods.mixing.context_mixing, model, encoding, "hta")
     print(f"\n1. exact HTA: {exact_seconds:.1f} s")
     print(
         f"{'samples':>8} {'cost / exact':>13} {'median rel. error':>18} {'p95 rel. error':>15} {'median row Spearman':>20}"
@@ -49,13 +49,13 @@ def main() -> None:
     reached = []
     for k in SAMPLES:
         seconds, estimate = timed(
-            mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k, seed=0
+            helpers.methods.mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k, seed=0
         )
         relative = ((estimate.scores - exact.scores).abs() / exact.scores).flatten()
         median, p95 = relative.median().item(), relative.quantile(0.95).item()
-        rho = mixing.row_spearman(estimate.scores, exact.scores).median().item()
+        rho = helpers.methods.linalg.row_spearman(estimate.scores, exact.scores).median().item()
         ratio = seconds / exact_seconds
-        target = mixing.ESTIMATE_TARGET
+        target = helpers.methods.mixing.ESTIMATE_TARGET
         reached.append(median <= target["median_relative_error"] and ratio <= target["cost_fraction"])
         print(f"{k:>8} {ratio:>13.3f} {median:>18.2%} {p95:>15.1%} {rho:>20.3f}")
     verdict = "reached" if any(reached) else "NOT reached"
@@ -68,20 +68,31 @@ def main() -> None:
         rows.append(
             (
                 f"hta (estimate, {k} samples)",
-                timed(mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k)[0],
+                timed(helpers.methods.mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=k)[
+                    0
+                ],
             )
         )
-    rows.append(("hta_local (estimate, 8 samples)", timed(mixing.local_hta, model, encoding, samples=8)[0]))
-    for method in mixing.LOCAL_METHODS:
-        rows.append((f"{method} rollout", timed(mixing.context_mixing, model, encoding, method, rollout=True)[0]))
-        if method in mixing.NORM_METHODS:
+    rows.append(
+        ("hta_local (estimate, 8 samples)", timed(helpers.methods.mixing.local_hta, model, encoding, samples=8)[0])
+    )
+    for method in helpers.methods.mixing.LOCAL_METHODS:
+        rows.append(
+            (
+                f"{method} rollout",
+                timed(helpers.methods.mixing.context_mixing, model, encoding, method, rollout=True)[0],
+            )
+        )
+        if method in helpers.methods.decomposition.NORM_METHODS:
             rows.append(
                 (
                     f"{method}+eff rollout",
-                    timed(mixing.context_mixing, model, encoding, method, rollout=True, effective=True)[0],
+                    timed(helpers.methods.mixing.context_mixing, model, encoding, method, rollout=True, effective=True)[
+                        0
+                    ],
                 )
             )
-    rows.append(("grad_input", timed(mixing.context_mixing, model, encoding, "grad_input")[0]))
+    rows.append(("grad_input", timed(helpers.methods.mixing.context_mixing, model, encoding, "grad_input")[0]))
     for name, seconds in rows:
         print(f"{name:>34}: {seconds:8.3f} s  ({seconds / exact_seconds:.4f} x exact HTA)")
     print(

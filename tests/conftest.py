@@ -72,7 +72,7 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    return AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir())
+    return AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir())
 
 
 @pytest.fixture

@@ -1,13 +1,22 @@
-"""Architectural rules of the helpers, checked on the parsed source (``ast``), not on text.
+"""Architectural rules of the helpers, derived from the folders and checked on the parsed source (``ast``).
 
-* A method module takes tensors and returns tensors: it imports no plotting or
-  widget library and calls no model or corpus loader.
-* No module imports another module's private (underscored) names.
+* Four floors, imports running down only: ``book`` may import ``drivers``, ``methods`` and
+  ``model``; ``drivers`` may import ``methods`` and ``model``; ``methods`` may import ``model``;
+  ``model`` imports none of them. The order is the one list below; which module sits on which
+  floor is read from the folders.
+* No import cycle between modules.
+* A method takes tensors and returns tensors: it imports no plotting or widget library and
+  calls no model or corpus loader.
+* No module imports another module's private (underscored) names; none passes 450 lines.
+* The reader's surface, ``helpers.__all__``, holds at most 40 names, and ``import helpers``
+  loads neither seaborn nor ipywidgets.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,29 +24,34 @@ import pytest
 import helpers
 
 SRC = Path(helpers.__file__).parent
-METHOD_MODULES = (
-    "linalg",
-    "nullspace",
-    "lp_bounds",
-    "effective",
-    "tokens",
-    "attribution",
-    "jacobians",
-    "probes",
-    "numbering",
-    "paper",
-    "reference",
-)
-FORBIDDEN_IMPORTS = ("matplotlib", "seaborn", "ipywidgets", "IPython", "helpers.plots", "helpers.widgets")
+FLOORS = ("model", "methods", "drivers", "book")  # bottom to top
+FORBIDDEN_IMPORTS = ("matplotlib", "seaborn", "ipywidgets", "IPython", "helpers.book")
 FORBIDDEN_CALLS = ("load_model", "load_corpus", "load_glue", "from_pretrained")
+MAX_LINES = 450
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(("helpers", *parts[:-1])) if parts[-1] == "__init__" else ".".join(("helpers", *parts))
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def floor_of(module: str) -> str | None:
+    """The floor a module lives on, read from its folder (None: the package's own __init__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else None
 
 
 def parse(module: str) -> ast.Module:
-    return ast.parse((SRC / f"{module.replace('.', '/')}.py").read_text(), filename=f"{module}.py")
+    return ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
 
 
-def imported_modules(tree: ast.Module, package: str = "helpers") -> set[str]:
-    """Absolute names of every module a file imports (relative imports resolved against ``package``)."""
+def imported_modules(tree: ast.Module, module: str = "helpers") -> set[str]:
+    """Absolute names of every module a file imports (relative imports resolved against ``module``)."""
+    is_package = module in MODULES and MODULES[module].name == "__init__.py"
+    package = module if is_package else module.rsplit(".", 1)[0]
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -52,6 +66,27 @@ def imported_modules(tree: ast.Module, package: str = "helpers") -> set[str]:
     return names
 
 
+def helpers_imports(module: str) -> set[str]:
+    """The helpers modules ``module`` imports (a name imported from a package that is a module counts as it)."""
+    found = set()
+    for name in imported_modules(parse(module), module):
+        while name and name not in MODULES:
+            name = name.rpartition(".")[0]
+        if name.startswith("helpers") and name != module:
+            found.add(name)
+    return found
+
+
+def allowed(source: str, target: str) -> bool:
+    """Whether a module on ``source``'s floor may import ``target``: same floor or a lower one."""
+    below, above = floor_of(target), floor_of(source)
+    if above is None:  # the package's __init__: the surface, may import every floor
+        return True
+    if below is None:
+        return False  # nothing below the surface imports the surface
+    return FLOORS.index(below) <= FLOORS.index(above)
+
+
 def called_names(tree: ast.Module) -> set[str]:
     calls = set()
     for node in ast.walk(tree):
@@ -61,10 +96,10 @@ def called_names(tree: ast.Module) -> set[str]:
     return calls
 
 
-def forbidden_imports(tree: ast.Module) -> list[str]:
+def forbidden_imports(tree: ast.Module, module: str = "helpers.methods.x") -> list[str]:
     return sorted(
         name
-        for name in imported_modules(tree)
+        for name in imported_modules(tree, module)
         if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_IMPORTS)
     )
 
@@ -79,23 +114,121 @@ def private_imports(tree: ast.Module) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("module", METHOD_MODULES)
+def test_every_module_lives_on_a_floor():
+    stray = [m for m in MODULES if m != "helpers" and floor_of(m) is None]
+    assert not stray, f"modules outside the four floors {FLOORS}: {stray}"
+    assert all((SRC / floor).is_dir() for floor in FLOORS)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_run_down_only(module):
+    upward = sorted(target for target in helpers_imports(module) if not allowed(module, target))
+    assert not upward, f"{module} (floor {floor_of(module)}) imports a floor above it: {upward}"
+
+
+def test_no_import_cycle():
+    graph = {m: {t for t in helpers_imports(m) if not MODULES[t].name == "__init__.py"} for m in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(nxt) :] + [nxt]))
+            if nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if floor_of(m) == "methods"))
 def test_method_module_neither_draws_nor_loads(module):
     tree = parse(module)
-    assert forbidden_imports(tree) == [], f"{module} imports a plotting or widget library"
+    assert forbidden_imports(tree, module) == [], f"{module} imports a plotting or widget library"
     assert called_names(tree) & set(FORBIDDEN_CALLS) == set(), f"{module} calls a model or corpus loader"
 
 
-@pytest.mark.parametrize("path", sorted(p.relative_to(SRC).with_suffix("").as_posix() for p in SRC.rglob("*.py")))
-def test_no_module_imports_private_names(path):
-    assert private_imports(parse(path)) == []
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_private_names(module):
+    assert private_imports(parse(module)) == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_passes_450_lines(module):
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines; split it by concern"
+
+
+def test_the_surface_is_small_and_light():
+    assert len(helpers.__all__) <= 40 and len(set(helpers.__all__)) == len(helpers.__all__)
+    assert all(hasattr(helpers, name) for name in helpers.__all__)
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, helpers; print(sorted({'seaborn', 'ipywidgets', 'matplotlib'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "[]", f"import helpers loads {loaded}"
 
 
 def test_the_rules_catch_what_they_forbid():
     bad = ast.parse(
-        "import matplotlib.pyplot as plt\nfrom .plots import token_heatmap\n"
+        "import matplotlib.pyplot as plt\nfrom ..book.plots import token_heatmap\n"
         "from .linalg import _check\nmodel = load_model()\nAutoModel.from_pretrained('x')\n"
     )
-    assert forbidden_imports(bad) == ["helpers.plots", "helpers.plots.token_heatmap", "matplotlib.pyplot"]
+    assert forbidden_imports(bad, "helpers.methods.x") == [
+        "helpers.book.plots",
+        "helpers.book.plots.token_heatmap",
+        "matplotlib.pyplot",
+    ]
     assert called_names(bad) >= {"load_model", "from_pretrained"}
-    assert private_imports(bad) == ["linalg._check"]
+    assert private_imports(bad) == [".linalg._check"] or private_imports(bad) == ["linalg._check"]
+    assert not allowed("helpers.model.capture", "helpers.methods.linalg")
+    assert not allowed("helpers.methods.mixing", "helpers.drivers.mixing")
+    assert allowed("helpers.book.plots.mixing", "helpers.drivers.mixing")
+    assert allowed("helpers.drivers.mixing", "helpers.model.capture")
+
+
+# Public functions that return a mapping or a tuple on purpose, each with its reason.
+BARE_RETURNS = {
+    "helpers.model.capture.eager_attention": "transformers' AttentionInterface contract: (output, weights)",
+    "helpers.book.claims.Claims.record": "the JSON record the report reads",
+    "helpers.model.loading.Architecture.as_row": "one row of a DataFrame",
+    "helpers.book.widgets.NullSpaceExplorer.steps": "a sequence of slider positions",
+    "helpers.methods.tokens.token_classes": "one mask per class name, keyed by the caller's classes",
+    "helpers.methods.nullspace.ranks_of": "one rank tensor per matrix name the caller asked for",
+    "helpers.model.internals.head_weights": "the weight tensors of one layer, keyed by name (not yet a dataclass)",
+    "helpers.methods.reference.norm_vectors_reference": "a slow test oracle, keyed by tensor name (not yet a dataclass)",
+}
+
+
+def bare_returns() -> list[str]:
+    """Public functions and methods annotated to return ``dict`` or ``tuple``, by qualified name."""
+    found = []
+    for module in sorted(MODULES):
+        tree = parse(module)
+        for node in tree.body:
+            functions = [(node.name, node)] if isinstance(node, ast.FunctionDef) else []
+            if isinstance(node, ast.ClassDef):
+                functions = [(f"{node.name}.{f.name}", f) for f in node.body if isinstance(f, ast.FunctionDef)]
+            for name, function in functions:
+                if name.split(".")[-1].startswith("_") or function.returns is None:
+                    continue
+                annotation = ast.unparse(function.returns)
+                if annotation.startswith(("dict", "tuple", "Dict", "Tuple")):
+                    found.append(f"{module}.{name}")
+    return found
+
+
+def test_results_are_named():
+    unnamed = sorted(set(bare_returns()) - set(BARE_RETURNS))
+    assert not unnamed, f"return a NamedTuple or dataclass with named fields instead of a bare dict or tuple: {unnamed}"
+    stale = sorted(set(BARE_RETURNS) - set(bare_returns()))
+    assert not stale, f"no longer bare, drop from BARE_RETURNS: {stale}"

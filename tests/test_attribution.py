@@ -4,9 +4,8 @@ import pytest
 import torch
 
 import helpers
-from helpers import attribution as hta
-from helpers import jacobians
-from helpers import reference as jacobians_reference
+from helpers.methods import jacobians
+from helpers.methods import reference as jacobians_reference
 
 from .conftest import SENTENCE, make_tiny_bert
 
@@ -36,7 +35,11 @@ def test_exact_equals_brute_force_jacobian(tiny64, tokenizer, explicit_ffn):
     norms = jacobians.block_norms(lin, explicit_ffn=explicit_ffn, chunk_size=37, progress=False)
     assert norms.shape == expected.shape
     assert torch.allclose(norms, expected, rtol=1e-5, atol=1e-5 * float(expected.max()))
-    assert torch.allclose(hta.contributions_from_norms(norms), hta.contributions_from_norms(expected), atol=1e-5)
+    assert torch.allclose(
+        helpers.methods.attribution.contributions_from_norms(norms),
+        helpers.methods.attribution.contributions_from_norms(expected),
+        atol=1e-5,
+    )
 
 
 def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
@@ -55,8 +58,10 @@ def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
 def test_public_api_float32_equals_brute_force(tokenizer):
     model = make_tiny_bert(layers=3)
     encoding, x, _ = _x_and_reference(model, tokenizer, *PAIR)
-    expected = hta.contributions_from_norms(jacobians_reference.brute_force_block_norms(model, x))
-    result = hta.hidden_token_attribution(model, encoding, progress=False)
+    expected = helpers.methods.attribution.contributions_from_norms(
+        jacobians_reference.brute_force_block_norms(model, x)
+    )
+    result = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
     assert result.layers == (1, 2, 3)
     assert torch.allclose(result.contributions, expected, atol=1e-5)
 
@@ -100,7 +105,13 @@ def real_short(real_model):
     """The real model on a four-token input, with its exact attribution (computed once)."""
     model, tokenizer = real_model
     encoding, x, hidden = _x_and_reference(model, tokenizer, "Hi.")
-    return model, encoding, x, hidden, hta.hidden_token_attribution(model, encoding, progress=False)
+    return (
+        model,
+        encoding,
+        x,
+        hidden,
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False),
+    )
 
 
 def test_exact_on_the_real_model_equals_autograd_rows(real_short):
@@ -152,9 +163,9 @@ def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(toke
     assert n <= slots
     A = helpers.capture(model, encoding).A
     assert torch.equal(A, torch.eye(n).expand_as(A))  # the construction works: attention is exactly I
-    result = hta.hidden_token_attribution(model, encoding, progress=False)
-    assert torch.allclose(hta.self_contribution(result), torch.ones(2, n), atol=1e-6)
-    assert hta.own_input_is_largest(result).all()
+    result = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
+    assert torch.allclose(helpers.methods.attribution.self_contribution(result), torch.ones(2, n), atol=1e-6)
+    assert helpers.methods.attribution.own_input_is_largest(result).all()
 
 
 # ---------------------------------------------------------------- contributions and the estimate
@@ -162,36 +173,44 @@ def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(toke
 
 def test_rows_sum_to_one_and_are_non_negative(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, *PAIR, model=tiny_model)
-    for method in hta.METHODS:
-        result = hta.hidden_token_attribution(tiny_model, encoding, method=method, samples=4, progress=False)
+    for method in helpers.methods.attribution.METHODS:
+        result = helpers.methods.attribution.hidden_token_attribution(
+            tiny_model, encoding, method=method, samples=4, progress=False
+        )
         assert torch.allclose(result.contributions.sum(-1), torch.ones(2, result.n), atol=1e-6)
         assert (result.contributions >= 0).all()
 
 
 def test_estimate_converges_to_exact_as_probes_grow(tiny64, tokenizer):
     encoding = helpers.encode(tokenizer, SENTENCE, model=tiny64)
-    exact = hta.hidden_token_attribution(tiny64, encoding, progress=False)
+    exact = helpers.methods.attribution.hidden_token_attribution(tiny64, encoding, progress=False)
     errors = []
     for probes in (2, 8, 24):
         # average over seeds so the trend is the estimator's, not one draw's
         errors.append(
             sum(
-                hta.compare_attributions(
-                    hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=probes, seed=s, progress=False),
+                helpers.methods.attribution.compare_attributions(
+                    helpers.methods.attribution.hidden_token_attribution(
+                        tiny64, encoding, "estimate", samples=probes, seed=s, progress=False
+                    ),
                     exact,
-                )["median_relative_error"]
+                ).median_relative_error
                 for s in range(3)
             )
         )
     assert errors[0] > errors[1] > errors[2] > 0
-    full = hta.hidden_token_attribution(tiny64, encoding, "estimate", samples=32, progress=False)  # k = d: exact
+    full = helpers.methods.attribution.hidden_token_attribution(
+        tiny64, encoding, "estimate", samples=32, progress=False
+    )  # k = d: exact
     assert torch.allclose(full.contributions, exact.contributions, atol=1e-10)
 
 
 def test_estimate_is_seeded(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, SHORT, model=tiny_model)
     first, again, other = (
-        hta.hidden_token_attribution(tiny_model, encoding, "estimate", samples=3, seed=s, progress=False)
+        helpers.methods.attribution.hidden_token_attribution(
+            tiny_model, encoding, "estimate", samples=3, seed=s, progress=False
+        )
         for s in (0, 0, 1)
     )
     assert torch.equal(first.norms, again.norms)
@@ -207,8 +226,8 @@ def test_orthonormal_samples():
 def test_layers_subset_matches_the_full_result(tiny_model, tokenizer):
     model = make_tiny_bert(layers=3)
     encoding = helpers.encode(tokenizer, SHORT, model=model)
-    full = hta.hidden_token_attribution(model, encoding, progress=False)
-    some = hta.hidden_token_attribution(model, encoding, layers=[2, 1], progress=False)
+    full = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
+    some = helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[2, 1], progress=False)
     assert some.layers == (2, 1)
     assert torch.allclose(some.contributions, full.contributions[[1, 0]], atol=1e-6)
     assert torch.equal(some.at(1), some.contributions[1])
@@ -218,19 +237,21 @@ def test_layers_subset_matches_the_full_result(tiny_model, tokenizer):
 
 def test_estimate_on_the_real_model_is_close(real_short):
     model, encoding, _, _, exact = real_short
-    estimate = hta.hidden_token_attribution(model, encoding, "estimate", samples=32, progress=False)
-    comparison = hta.compare_attributions(estimate, exact)
-    assert comparison["median_relative_error"] < 0.05
-    assert comparison["top_agreement"] >= 0.9
+    estimate = helpers.methods.attribution.hidden_token_attribution(
+        model, encoding, "estimate", samples=32, progress=False
+    )
+    comparison = helpers.methods.attribution.compare_attributions(estimate, exact)
+    assert comparison.median_relative_error < 0.05
+    assert comparison.top_agreement >= 0.9
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu(tokenizer):
     model = make_tiny_bert()
     encoding = helpers.encode(tokenizer, SHORT, model=model)
-    cpu = hta.hidden_token_attribution(model, encoding, progress=False)
+    cpu = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
     model = model.cuda()
-    gpu = hta.hidden_token_attribution(model, encoding.to("cuda"), progress=False)
+    gpu = helpers.methods.attribution.hidden_token_attribution(model, encoding.to("cuda"), progress=False)
     assert torch.allclose(gpu.contributions, cpu.contributions, atol=1e-5)
 
 
@@ -241,31 +262,31 @@ def test_bad_input_is_rejected(tokenizer):
     model = make_tiny_bert(max_positions=16)
     encoding = helpers.encode(tokenizer, SHORT, model=model)
     with pytest.raises(ValueError, match="Unknown method"):
-        hta.hidden_token_attribution(model, encoding, method="gradient")
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="gradient")
     with pytest.raises(ValueError, match="samples"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", samples=0)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=0)
     with pytest.raises(ValueError, match="samples"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", samples=33)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=33)
     with pytest.raises(TypeError, match="integer"):
-        hta.hidden_token_attribution(model, encoding, method="estimate", samples=2.5)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=2.5)
     with pytest.raises(ValueError, match="numbered 1..2"):
-        hta.hidden_token_attribution(model, encoding, layers=[0])
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[0])
     with pytest.raises(ValueError, match="empty"):
-        hta.hidden_token_attribution(model, encoding, layers=[])
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[])
     too_long = tokenizer(SENTENCE + " " + SENTENCE, return_tensors="pt")  # 30+ tokens, model takes 16
     with pytest.raises(ValueError, match="at most 16"):
-        hta.hidden_token_attribution(model, too_long)
+        helpers.methods.attribution.hidden_token_attribution(model, too_long)
     padded = tokenizer([SHORT, SENTENCE], padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="one sequence"):
-        hta.hidden_token_attribution(model, padded)
+        helpers.methods.attribution.hidden_token_attribution(model, padded)
     with pytest.raises(ValueError, match="eval"):
-        hta.hidden_token_attribution(model.train(), encoding)
+        helpers.methods.attribution.hidden_token_attribution(model.train(), encoding)
 
 
 def test_unsupported_model_is_rejected(tokenizer):
     model = make_tiny_bert(attn_implementation="sdpa")
-    with pytest.raises(helpers.UnsupportedModelError):
-        hta.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT))
+    with pytest.raises(helpers.model.checks.UnsupportedModelError):
+        helpers.methods.attribution.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT))
 
 
 def test_decoder_layers_are_rejected(tokenizer):
@@ -273,7 +294,7 @@ def test_decoder_layers_are_rejected(tokenizer):
     for layer in model.encoder.layer:
         layer.is_decoder = True
     with pytest.raises(ValueError, match="encoder-only"):
-        hta.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT), progress=False)
+        helpers.methods.attribution.hidden_token_attribution(model, helpers.encode(tokenizer, SHORT), progress=False)
 
 
 def test_low_level_bad_input(tiny_model, tokenizer):
@@ -296,11 +317,11 @@ def test_low_level_bad_input(tiny_model, tokenizer):
     with pytest.raises(ValueError, match="samples"):
         jacobians.orthonormal_samples(2, 4, 5)
     with pytest.raises(ValueError, match="non-negative"):
-        hta.contributions_from_norms(-torch.ones(2, 2))
+        helpers.methods.attribution.contributions_from_norms(-torch.ones(2, 2))
     with pytest.raises(ValueError, match="zero Jacobian"):
-        hta.contributions_from_norms(torch.zeros(2, 2))
+        helpers.methods.attribution.contributions_from_norms(torch.zeros(2, 2))
     with pytest.raises(ValueError, match=r"\(\.\.\., n, n\)"):
-        hta.contributions_from_norms(torch.ones(2, 3))
+        helpers.methods.attribution.contributions_from_norms(torch.ones(2, 3))
 
 
 # ---------------------------------------------------------------- summaries
@@ -310,71 +331,80 @@ def test_low_level_bad_input(tiny_model, tokenizer):
 def pair_result(tokenizer):
     model = make_tiny_bert(layers=3)
     encoding = helpers.encode(tokenizer, SENTENCE, "Debate over the budget went on for hours.", model=model)
-    return hta.hidden_token_attribution(model, encoding, progress=False)
+    return helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
 
 
 def test_distance_groups_partition_the_contributions(pair_result):
-    labels, groups = hta.distance_groups(pair_result)
+    labels, groups = helpers.methods.attribution.distance_groups(pair_result)
     assert labels == ["self", "left 1-5", "left 6-10", "left 11+", "right 1-5", "right 6-10", "right 11+"]
     assert groups.shape == (3, pair_result.n, 7)
     assert torch.allclose(groups.sum(-1), torch.ones(3, pair_result.n), atol=1e-6)
-    assert torch.allclose(groups[..., 0], hta.self_contribution(pair_result))
+    assert torch.allclose(groups[..., 0], helpers.methods.attribution.self_contribution(pair_result))
     assert torch.all(groups[:, 0, 1:4] == 0)  # the first token has nothing to its left
     assert torch.allclose(groups[:, 3, 1], pair_result.contributions[:, 3, :3].sum(-1))
     with pytest.raises(ValueError, match="low <= high"):
-        hta.distance_groups(pair_result, bins=((0, 3),))
+        helpers.methods.attribution.distance_groups(pair_result, bins=((0, 3),))
     with pytest.raises(ValueError, match="empty"):
-        hta.distance_groups(pair_result, bins=())
+        helpers.methods.attribution.distance_groups(pair_result, bins=())
 
 
 def test_cls_summaries(pair_result, tokenizer):
-    labels, shares = hta.cls_segments(pair_result)
-    assert labels == list(hta.CLS_SEGMENTS)
+    labels, shares = helpers.methods.attribution.cls_segments(pair_result)
+    assert labels == list(helpers.methods.attribution.CLS_SEGMENTS)
     assert torch.allclose(shares.sum(-1), torch.ones(3), atol=1e-6)
     tokens = tokenizer.convert_ids_to_tokens(pair_result.input_ids.tolist())
     sep = tokens.index("[SEP]")
     assert torch.allclose(shares[:, 2], pair_result.contributions[:, 0, sep])
-    offsets, around = hta.cls_around_separator(pair_result, window=2)
+    offsets, around = helpers.methods.attribution.cls_around_separator(pair_result, window=2)
     assert offsets == [-2, -1, 0, 1, 2]
     assert torch.allclose(around[:, 2], pair_result.contributions[:, 0, sep])
-    single = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    single = helpers.methods.attribution.hidden_token_attribution(
+        make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False
+    )
     with pytest.raises(ValueError, match="not a sentence pair"):
-        hta.cls_segments(single)
+        helpers.methods.attribution.cls_segments(single)
     with pytest.raises(ValueError, match="window"):
-        hta.cls_around_separator(pair_result, window=-1)
+        helpers.methods.attribution.cls_around_separator(pair_result, window=-1)
 
 
 def test_own_input_is_largest_matches_argmax(pair_result):
-    largest = hta.own_input_is_largest(pair_result)
+    largest = helpers.methods.attribution.own_input_is_largest(pair_result)
     argmax = pair_result.contributions.argmax(-1)
     assert torch.equal(largest, argmax == torch.arange(pair_result.n))
 
 
 def test_share_own_input_not_largest_counts_hidden_tokens_per_layer(pair_result):
-    table = hta.self_contribution_table([pair_result])
-    share = hta.share_own_input_not_largest(table)
-    largest = hta.own_input_is_largest(pair_result)  # (L, n)
+    table = helpers.drivers.attribution.self_contribution_table([pair_result])
+    share = helpers.drivers.attribution.share_own_input_not_largest(table)
+    largest = helpers.methods.attribution.own_input_is_largest(pair_result)  # (L, n)
     expected = 1.0 - largest.double().mean(-1)
     assert list(share.index) == list(pair_result.layers)
     assert torch.allclose(torch.tensor(share.to_numpy()), expected)
     with pytest.raises(ValueError, match="own_is_largest"):
-        hta.share_own_input_not_largest(table.drop(columns="own_is_largest"))
+        helpers.drivers.attribution.share_own_input_not_largest(table.drop(columns="own_is_largest"))
 
 
 def test_compare_attributions(pair_result, tokenizer):
-    same = hta.compare_attributions(pair_result, pair_result)
-    assert same == {"median_relative_error": 0.0, "p95_relative_error": 0.0, "max_abs_error": 0.0, "top_agreement": 1.0}
-    other = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    same = helpers.methods.attribution.compare_attributions(pair_result, pair_result)
+    assert same._asdict() == {
+        "median_relative_error": 0.0,
+        "p95_relative_error": 0.0,
+        "max_abs_error": 0.0,
+        "top_agreement": 1.0,
+    }
+    other = helpers.methods.attribution.hidden_token_attribution(
+        make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False
+    )
     with pytest.raises(ValueError, match="different"):
-        hta.compare_attributions(other, pair_result)
+        helpers.methods.attribution.compare_attributions(other, pair_result)
 
 
 def test_tables(pair_result):
     results = [pair_result, pair_result]
-    table = hta.self_contribution_table(results)
+    table = helpers.drivers.attribution.self_contribution_table(results)
     assert len(table) == 2 * 3 * pair_result.n
     assert table["self_contribution"].between(0, 1).all()
-    distance = hta.distance_table(results)
+    distance = helpers.drivers.attribution.distance_table(results)
     assert distance.groupby("layer")["contribution"].sum().sub(1).abs().max() < 1e-6
     own = distance[distance["group"] == "self"].set_index("layer")
     assert (own["per_token"] - own["contribution"]).abs().max() < 1e-6  # one (i, i) pair per hidden token
@@ -386,10 +416,14 @@ def test_tables(pair_result):
         torch.tensor(left_far["contribution"].to_numpy() * 2 * n),
         atol=1e-6,
     )
-    segments, around = hta.cls_table(results, window=2)
+    segments, around = helpers.drivers.attribution.cls_table(results, window=2)
     assert segments.groupby("layer")["contribution"].sum().sub(1).abs().max() < 1e-6
     assert sorted(around["offset"].unique()) == [-2, -1, 0, 1, 2]
-    for function in (hta.self_contribution_table, hta.distance_table, hta.cls_table):
+    for function in (
+        helpers.drivers.attribution.self_contribution_table,
+        helpers.drivers.attribution.distance_table,
+        helpers.drivers.attribution.cls_table,
+    ):
         with pytest.raises(ValueError, match="No results"):
             function([])
 
@@ -404,10 +438,12 @@ def test_paper_layer_maps_by_relative_depth():
 def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
     import matplotlib.pyplot as plt
 
-    estimate = hta.hidden_token_attribution(
+    estimate = helpers.methods.attribution.hidden_token_attribution(
         make_tiny_bert(), helpers.encode(tokenizer, SHORT), "estimate", samples=3, progress=False
     )
-    exact = hta.hidden_token_attribution(make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False)
+    exact = helpers.methods.attribution.hidden_token_attribution(
+        make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False
+    )
     axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layers=(1,))
     assert "3 samples per token" in axes[0].figure._suptitle.get_text()
     ax = helpers.plots.plot_estimate_vs_exact(estimate, exact)

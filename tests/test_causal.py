@@ -1,4 +1,4 @@
-"""Causal effective attention (helpers.causal) against a slow per-row reference, and its properties."""
+"""Causal effective attention (helpers.methods.causal) against a slow per-row reference, and its properties."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import helpers
-from helpers.causal import causal_effective_attention, causal_null_dimensions, check_causal, future_mass
-from helpers.reference import causal_effective_attention_reference
+from helpers.methods.causal import causal_effective_attention, causal_null_dimensions, check_causal, future_mass
+from helpers.methods.reference import causal_effective_attention_reference
 
 
 def causal_head(n: int = 14, d_v: int = 4, d: int = 10, heads: int = 1, seed: int = 0):
@@ -104,7 +104,7 @@ def test_bad_inputs_are_clear_errors():
 
 
 def test_on_a_captured_tiny_llama_with_grouped_heads(one_thread):
-    from helpers.internals import capture_generic
+    from helpers.model.capture import capture_generic
 
     from .test_families import encoding, make_tiny
 
@@ -118,13 +118,13 @@ def test_on_a_captured_tiny_llama_with_grouped_heads(one_thread):
 def test_attention_on_position_sums_the_rows_from_from_row():
     A, V, H = causal_head(heads=2)
     eff = causal_effective_attention(A, V=V, H=H).effective
-    raw, effective = helpers.attention_on_position(A, eff, position=0, from_row=4)
+    raw, effective = helpers.methods.causal.attention_on_position(A, eff, position=0, from_row=4)
     torch.testing.assert_close(raw, A[:, 4:, 0].sum(-1))
     torch.testing.assert_close(effective, eff[:, 4:, 0].sum(-1))
     with pytest.raises(ValueError, match="position"):
-        helpers.attention_on_position(A, eff, position=14)
+        helpers.methods.causal.attention_on_position(A, eff, position=14)
     with pytest.raises(ValueError, match="shape"):
-        helpers.attention_on_position(A, eff[:1])
+        helpers.methods.causal.attention_on_position(A, eff[:1])
 
 
 def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
@@ -154,7 +154,7 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
     assert float(
         table.loc[(table["text"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]
     ) == pytest.approx(float(internals.A[1, 2, 8:, 0].sum()), abs=1e-6)
-    by_layer = helpers.summarise_sink(table, by=["layer"])
+    by_layer = helpers.drivers.decoder.summarise_sink(table, by=["layer"])
     assert list(by_layer["layer"]) == [1, 2]
     first = table[table.layer == 1]
     assert by_layer["raw"].iloc[0] == pytest.approx(first["raw"].sum() / first["rows"].sum())
@@ -163,12 +163,12 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
     with pytest.raises(ValueError, match="non-empty"):
         helpers.sink_sweep(model, tokenizer, [])
     with pytest.raises(ValueError, match="columns"):
-        helpers.summarise_sink(table.drop(columns="rows"))
+        helpers.drivers.decoder.summarise_sink(table.drop(columns="rows"))
 
     # the chapter's figures draw from these tables and a tensor of null dimensions
     import matplotlib.pyplot as plt
 
-    by_head = helpers.summarise_sink(table)
+    by_head = helpers.drivers.decoder.summarise_sink(table)
     fig = helpers.plots.plot_sink(by_head, by_layer)
     assert len(fig.axes) >= 3
     dims = causal_null_dimensions(internals.V[-1, 0])  # (n,) from a tensor

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.claims import ClaimFailed, Claims, load_records, report_table
+from helpers.book.claims import ClaimFailed, Claims, load_records, report_table
 
 
 def test_strict_mode_fails_with_every_failing_message(tmp_path):
@@ -49,4 +49,4 @@ def test_bad_registrations_are_refused():
 
 def test_records_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_CLAIMS_DIR", str(tmp_path / "records"))
-    assert helpers.claims.records_dir() == tmp_path / "records"
+    assert helpers.book.claims.records_dir() == tmp_path / "records"

@@ -54,30 +54,37 @@ def test_check_numbering_rejects_a_zero_based_table():
 def test_null_space_tables(model, tokenizer):
     encoding = helpers.encode(tokenizer, LONG_TEXT, model=model)
     check_numbering(helpers.rank_sweep(model, [encoding], [4, 12], matrices=("V", "T1"), progress=False), "rank_sweep")
-    internals = helpers.capture(model, helpers.prefix_encoding(encoding, 20))
-    check_numbering(helpers.compare_null_spaces(internals, simplex=True, progress=False), "compare_null_spaces")
+    internals = helpers.capture(model, helpers.model.text.prefix_encoding(encoding, 20))
+    check_numbering(
+        helpers.methods.nullspace.compare_null_spaces(internals, simplex=True, progress=False), "compare_null_spaces"
+    )
 
 
 def test_effective_attention_tables(model, tokenizer, pairs):
     table = helpers.effective_attention_sweep(model, tokenizer, pairs[:3], progress=False)
     check_numbering(table, "effective_attention_sweep")
-    check_numbering(helpers.summarise_token_classes(table), "summarise_token_classes", per_head=False)
+    check_numbering(helpers.methods.tokens.summarise_token_classes(table), "summarise_token_classes", per_head=False)
 
 
 def test_attribution_tables(model, tokenizer, pairs):
     results = helpers.attribute_examples(model, tokenizer, pairs[:2], samples=4, progress=False)
-    table = helpers.self_contribution_table(results)
+    table = helpers.drivers.attribution.self_contribution_table(results)
     check_numbering(table, "self_contribution_table")
-    check_numbering(helpers.share_own_input_not_largest(table).reset_index(), "share_own_input_not_largest")
-    check_numbering(helpers.distance_table(results), "distance_table")
-    segments, around = helpers.cls_table(results)
+    check_numbering(
+        helpers.drivers.attribution.share_own_input_not_largest(table).reset_index(), "share_own_input_not_largest"
+    )
+    check_numbering(helpers.drivers.attribution.distance_table(results), "distance_table")
+    segments, around = helpers.drivers.attribution.cls_table(results)
     check_numbering(segments, "cls_table segments")
     check_numbering(around, "cls_table around")
 
 
 def test_probe_tables(model, tokenizer, pairs):
     tokens = helpers.collect_hidden_tokens(model, tokenizer, pairs, progress=False)
-    train, test = helpers.split_by_sentence(tokens, 0.5, seed=0)
+    train, test = helpers.methods.probes.split_by_sentence(tokens, 0.5, seed=0)
     layer_probes = helpers.probe_layers(train, test, combinations=[("naive", "cosine")], progress=False)
     check_numbering(layer_probes.table, "probe_layers")
-    check_numbering(helpers.neighbour_rates(train, test, offsets=(-1, 0, 1), progress=False), "neighbour_rates")
+    check_numbering(
+        helpers.drivers.identifiability.neighbour_rates(train, test, offsets=(-1, 0, 1), progress=False),
+        "neighbour_rates",
+    )

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 import helpers
-from helpers.data import DataUnavailableError
+from helpers.model.corpus import DataUnavailableError
 
 GLUE_DIR = Path(__file__).parent / "data" / "glue"
 
@@ -36,34 +36,34 @@ def test_unknown_corpus():
 
 
 def test_glue_mrpc_from_a_local_folder():
-    rows = helpers.load_glue("mrpc", "validation", data_dir=GLUE_DIR)
+    rows = helpers.model.corpus.load_glue("mrpc", "validation", data_dir=GLUE_DIR)
     assert [r.label for r in rows] == [1, 0]
     assert rows[0].text_a.startswith("The river") and rows[0].text_b.startswith("Overnight")
     assert rows[0].source == "GLUE MRPC (validation)"
 
 
 def test_glue_cola_and_mnli_from_a_local_folder():
-    cola = helpers.load_glue("cola", "validation", data_dir=GLUE_DIR)
+    cola = helpers.model.corpus.load_glue("cola", "validation", data_dir=GLUE_DIR)
     assert [r.label for r in cola] == [1, 0] and cola[0].text_b is None
-    mnli = helpers.load_glue("mnli", "validation_matched", data_dir=GLUE_DIR)
+    mnli = helpers.model.corpus.load_glue("mnli", "validation_matched", data_dir=GLUE_DIR)
     assert [r.label for r in mnli] == [0, 2]
     assert mnli[1].text_b == "The shop is open all day today."
 
 
 def test_glue_records_share_the_corpus_record_type():
-    assert type(helpers.load_glue("mrpc", data_dir=GLUE_DIR)[0]) is type(helpers.load_corpus("pairs")[0])
+    assert type(helpers.model.corpus.load_glue("mrpc", data_dir=GLUE_DIR)[0]) is type(helpers.load_corpus("pairs")[0])
 
 
 def test_missing_glue_file_is_a_clear_error(tmp_path):
     with pytest.raises(DataUnavailableError, match="MRPC/dev.tsv"):
-        helpers.load_glue("mrpc", "validation", data_dir=tmp_path)
+        helpers.model.corpus.load_glue("mrpc", "validation", data_dir=tmp_path)
 
 
 def test_bad_task_and_split():
     with pytest.raises(ValueError, match="mrpc"):
-        helpers.load_glue("sst2", data_dir=GLUE_DIR)
+        helpers.model.corpus.load_glue("sst2", data_dir=GLUE_DIR)
     with pytest.raises(ValueError, match="split"):
-        helpers.load_glue("mrpc", "dev", data_dir=GLUE_DIR)
+        helpers.model.corpus.load_glue("mrpc", "dev", data_dir=GLUE_DIR)
 
 
 def test_glue_from_the_hub_offline_is_a_clear_error(monkeypatch):
@@ -79,4 +79,4 @@ def test_glue_from_the_hub_offline_is_a_clear_error(monkeypatch):
     except ImportError:
         pass
     with pytest.raises(DataUnavailableError, match="load_corpus"):
-        helpers.load_glue("mrpc", "validation")
+        helpers.model.corpus.load_glue("mrpc", "validation")

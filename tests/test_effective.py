@@ -4,11 +4,11 @@ import pytest
 import torch
 
 import helpers
-from helpers.effective import effective_attention, effective_attention_of
-from helpers.linalg import pearson, range_basis
-from helpers.reference import effective_attention_loop
-from helpers.sweeps import effective_attention_sweep
-from helpers.tokens import summarise_token_classes
+from helpers.drivers.effective import effective_attention_sweep
+from helpers.methods.effective import effective_attention, effective_attention_of
+from helpers.methods.linalg import pearson, range_basis
+from helpers.methods.reference import effective_attention_loop
+from helpers.methods.tokens import summarise_token_classes
 
 from .conftest import LONG_TEXT, SENTENCE
 
@@ -200,8 +200,8 @@ def test_plots_draw_and_reject_bad_input(real_model):
 
     model, tokenizer = real_model
     examples = [
-        helpers.Example("short", SENTENCE, None, None, "test"),
-        helpers.Example("long", LONG_TEXT, None, None, "test"),
+        helpers.model.corpus.Example("short", SENTENCE, None, None, "test"),
+        helpers.model.corpus.Example("long", LONG_TEXT, None, None, "test"),
     ]
     table = effective_attention_sweep(model, tokenizer, examples, progress=False)
     A, V, H, T = random_head(batch=(), n=12)

@@ -1,4 +1,4 @@
-"""The generic capture on tiny random models of every supported family (helpers.families, helpers.attention_capture)."""
+"""The generic capture on tiny random models of every supported family (helpers.model.families, helpers.model.capture)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import torch
 from transformers import BatchEncoding
 
 import helpers
-from helpers import attention_capture, families
-from helpers.internals import capture_generic
+from helpers.model.capture import capture_generic
 
 from .conftest import make_tiny_bert
 
@@ -153,7 +152,7 @@ def test_grouped_query_heads_share_values(captured):
 
 def test_albert_counts_calls_of_its_shared_layer(captured):
     model, internals = captured["albert"]
-    assert len(families.layer_modules(model)) == 1 and internals.layers == 3
+    assert len(helpers.model.families.layer_modules(model)) == 1 and internals.layers == 3
 
 
 def test_capture_dispatches_non_bert_models_to_the_generic_path(captured):
@@ -185,14 +184,14 @@ def test_deberta_is_a_clear_error():
             vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64
         )
     ).eval()
-    with pytest.raises(families.UnsupportedFamilyError, match="bypassing"):
+    with pytest.raises(helpers.model.families.UnsupportedFamilyError, match="bypassing"):
         capture_generic(model, encoding(n=6))
 
 
 def test_a_model_that_never_calls_the_interface_is_a_clear_error(monkeypatch):
     model = make_tiny("gpt2")
     monkeypatch.setattr(model, "set_attn_implementation", lambda name: None)  # keeps running its own eager code
-    with pytest.raises(families.UnsupportedFamilyError, match="never called"):
+    with pytest.raises(helpers.model.families.UnsupportedFamilyError, match="never called"):
         capture_generic(model, encoding())
 
 
@@ -200,10 +199,10 @@ def test_unknown_family_is_a_clear_error():
     from transformers import T5Config, T5EncoderModel
 
     model = T5EncoderModel(T5Config(vocab_size=100, d_model=16, d_kv=4, num_heads=4, num_layers=1, d_ff=32)).eval()
-    with pytest.raises(families.UnsupportedFamilyError, match="families"):
+    with pytest.raises(helpers.model.families.UnsupportedFamilyError, match="families"):
         capture_generic(model, encoding(n=6))
     with pytest.raises(TypeError):
-        families.family_of(torch.nn.Linear(2, 2))
+        helpers.model.families.family_of(torch.nn.Linear(2, 2))
 
 
 def test_training_mode_and_batches_are_rejected():
@@ -220,7 +219,7 @@ def test_capture_function_matches_eager_with_a_boolean_mask():
     module = torch.nn.Module().eval()
     q, k, v = (torch.randn(1, 4, 5, 8) for _ in range(3))
     mask = torch.tril(torch.ones(5, 5, dtype=torch.bool))[None, None]
-    out, A = attention_capture.eager_attention(module, q, k[:, :2], v[:, :2], mask, scaling=0.3)
+    out, A = helpers.model.capture.eager_attention(module, q, k[:, :2], v[:, :2], mask, scaling=0.3)
     assert torch.all(A[..., ~mask[0, 0]] == 0)
     expected = A @ v[:, :2].repeat_interleave(2, dim=1)
     torch.testing.assert_close(out, expected.transpose(1, 2))
@@ -229,39 +228,51 @@ def test_capture_function_matches_eager_with_a_boolean_mask():
 def test_chapter_applies_says_why_not(captured, capsys):
     gpt2, _ = captured["gpt2"]
     bert = make_tiny_bert()
-    assert families.chapter_applies(bert, "04_effective_attention")
-    assert not families.chapter_applies(gpt2, "04_effective_attention")
+    assert helpers.book.chapters.chapter_applies(bert, "04_effective_attention")
+    assert not helpers.book.chapters.chapter_applies(gpt2, "04_effective_attention")
     assert "bidirectional" in capsys.readouterr().out
-    assert not families.chapter_applies(bert, "09_decoder_llm")
-    assert families.chapter_applies(gpt2, ("heads", "causal"))
-    assert not families.chapter_applies(captured["roberta"][0], "01_anatomy_of_a_head", show=False)
+    assert not helpers.book.chapters.chapter_applies(bert, "09_decoder_llm")
+    assert helpers.book.chapters.chapter_applies(gpt2, ("heads", "causal"))
+    assert not helpers.book.chapters.chapter_applies(captured["roberta"][0], "01_anatomy_of_a_head", show=False)
     with pytest.raises(ValueError, match="Unknown needs"):
-        families.chapter_applies(bert, "no-such-need")
+        helpers.book.chapters.chapter_applies(bert, "no-such-need")
 
 
 def test_load_for_chapter_falls_back_to_the_chapters_own_default(captured, monkeypatch, capsys):
     gpt2, _ = captured["gpt2"]
     bert = make_tiny_bert()
-    bundled = {helpers.models.DEFAULT_MODEL: bert, helpers.DECODER_MODEL: gpt2, "my-bert": bert, "my-gpt2": gpt2}
+    bundled = {
+        helpers.model.loading.DEFAULT_MODEL: bert,
+        helpers.model.decoder.DECODER_MODEL: gpt2,
+        "my-bert": bert,
+        "my-gpt2": gpt2,
+    }
     loaded = []
 
     def fake_load_model(name=None):  # no weights read: which model each call asks for is what counts
         loaded.append(name)
         return bundled[name], "tokenizer"
 
-    monkeypatch.setattr(families, "load_model", fake_load_model)
-    assert families.chapter_default_model("01_anatomy_of_a_head") == helpers.models.DEFAULT_MODEL
-    assert families.chapter_default_model("09_decoder_llm") == helpers.DECODER_MODEL
-    assert families.load_for_chapter(None, "04_effective_attention")[0] is bert and loaded == [
-        helpers.models.DEFAULT_MODEL
+    monkeypatch.setattr(helpers.book.chapters, "load_model", fake_load_model)
+    assert helpers.book.chapters.chapter_default_model("01_anatomy_of_a_head") == helpers.model.loading.DEFAULT_MODEL
+    assert helpers.book.chapters.chapter_default_model("09_decoder_llm") == helpers.model.decoder.DECODER_MODEL
+    assert helpers.book.chapters.load_for_chapter(None, "04_effective_attention")[0] is bert and loaded == [
+        helpers.model.loading.DEFAULT_MODEL
     ]
-    assert families.load_for_chapter("my-bert", "04_effective_attention")[0] is bert and capsys.readouterr().out == ""
+    assert (
+        helpers.book.chapters.load_for_chapter("my-bert", "04_effective_attention")[0] is bert
+        and capsys.readouterr().out == ""
+    )
     loaded.clear()
-    assert families.load_for_chapter("my-gpt2", "04_effective_attention")[0] is bert  # a decoder: the encoder default
-    assert loaded == ["my-gpt2", helpers.models.DEFAULT_MODEL]
+    assert (
+        helpers.book.chapters.load_for_chapter("my-gpt2", "04_effective_attention")[0] is bert
+    )  # a decoder: the encoder default
+    assert loaded == ["my-gpt2", helpers.model.loading.DEFAULT_MODEL]
     out = capsys.readouterr().out
-    assert "bidirectional" in out and f"Running on the bundled {helpers.models.DEFAULT_MODEL} instead" in out
-    assert families.load_for_chapter("my-bert", "09_decoder_llm")[0] is gpt2  # an encoder: the decoder default
-    assert families.load_for_chapter(None, "09_decoder_llm")[0] is gpt2
+    assert "bidirectional" in out and f"Running on the bundled {helpers.model.loading.DEFAULT_MODEL} instead" in out
+    assert (
+        helpers.book.chapters.load_for_chapter("my-bert", "09_decoder_llm")[0] is gpt2
+    )  # an encoder: the decoder default
+    assert helpers.book.chapters.load_for_chapter(None, "09_decoder_llm")[0] is gpt2
     with pytest.raises(ValueError, match="Unknown chapter"):
-        families.chapter_default_model("10_no_such_chapter")
+        helpers.book.chapters.chapter_default_model("10_no_such_chapter")

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import helpers
-from helpers import finetune
-from helpers.data import Example
+from helpers.drivers import finetuning
+from helpers.model.corpus import Example
 
 from .conftest import make_tiny_bert
 
@@ -26,12 +26,12 @@ def _pairs(count: int = 24) -> list[Example]:
 
 def test_split_is_by_pair_seeded_and_disjoint():
     pairs = _pairs(20)
-    train, test = finetune.split_pairs(pairs, test_fraction=0.25, seed=3)
+    train, test = finetuning.split_pairs(pairs, test_fraction=0.25, seed=3)
     assert len(test) == 5 and len(train) == 15
     assert not {e.id for e in train} & {e.id for e in test}
     assert {e.id for e in train} | {e.id for e in test} == {e.id for e in pairs}
-    assert finetune.split_pairs(pairs, 0.25, seed=3) == (train, test)
-    assert finetune.split_pairs(pairs, 0.25, seed=4) != (train, test)
+    assert finetuning.split_pairs(pairs, 0.25, seed=3) == (train, test)
+    assert finetuning.split_pairs(pairs, 0.25, seed=4) != (train, test)
 
 
 def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
@@ -39,7 +39,7 @@ def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     pairs = _pairs(24)
     runs = [
-        finetune.fine_tune(model, tokenizer, pairs, epochs=8, batch_size=8, learning_rate=3e-2, seed=0)
+        finetuning.fine_tune(model, tokenizer, pairs, epochs=8, batch_size=8, learning_rate=3e-2, seed=0)
         for _ in range(2)
     ]
     history = runs[0].history
@@ -54,57 +54,59 @@ def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
     tuned = runs[0].model
     assert not tuned.training and tuned.config._attn_implementation == "eager"
     helpers.capture(tuned, helpers.encode(tokenizer, "the river is here", "a river is there"))  # other helpers take it
-    other = finetune.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8, seed=1)
+    other = finetuning.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8, seed=1)
     assert not torch.equal(other.classifier.head.weight, runs[0].classifier.head.weight)
 
 
 def test_accuracy_and_majority_baseline(tokenizer, one_thread):
     pairs = _pairs(24)
-    train, test = finetune.split_pairs(pairs, 0.25, seed=0)
+    train, test = finetuning.split_pairs(pairs, 0.25, seed=0)
     majority = int(sum(e.label for e in train) * 2 > len(train))
-    assert finetune.majority_baseline(train, test) == pytest.approx(sum(e.label == majority for e in test) / len(test))
-    tuned = finetune.fine_tune(make_tiny_bert(layers=1, heads=2, hidden=16), tokenizer, train, epochs=1, batch_size=8)
-    predicted = finetune.predict(tuned.classifier, tokenizer, test, batch_size=4)
+    assert finetuning.majority_baseline(train, test) == pytest.approx(
+        sum(e.label == majority for e in test) / len(test)
+    )
+    tuned = finetuning.fine_tune(make_tiny_bert(layers=1, heads=2, hidden=16), tokenizer, train, epochs=1, batch_size=8)
+    predicted = finetuning.predict(tuned.classifier, tokenizer, test, batch_size=4)
     assert predicted.shape == (len(test),) and set(predicted.tolist()) <= {0, 1}
     expected = float((predicted == torch.tensor([e.label for e in test])).double().mean())
-    assert finetune.accuracy(tuned.classifier, tokenizer, test) == pytest.approx(expected)
+    assert finetuning.accuracy(tuned.classifier, tokenizer, test) == pytest.approx(expected)
 
 
 def test_bad_inputs(tokenizer):
     model = make_tiny_bert(layers=1, heads=2, hidden=16, max_positions=16)
     pairs = _pairs(6)
     with pytest.raises(ValueError, match="empty"):
-        finetune.fine_tune(model, tokenizer, [])
+        finetuning.fine_tune(model, tokenizer, [])
     with pytest.raises(TypeError, match="Example"):
-        finetune.fine_tune(model, tokenizer, ["a sentence"])
+        finetuning.fine_tune(model, tokenizer, ["a sentence"])
     with pytest.raises(ValueError, match="sentence pair"):
-        finetune.fine_tune(model, tokenizer, [Example("x", "one", None, 1, "test")])
+        finetuning.fine_tune(model, tokenizer, [Example("x", "one", None, 1, "test")])
     with pytest.raises(ValueError, match="integer label"):
-        finetune.fine_tune(model, tokenizer, [Example("x", "one", "two", None, "test")])
+        finetuning.fine_tune(model, tokenizer, [Example("x", "one", "two", None, "test")])
     with pytest.raises(ValueError, match="two"):
-        finetune.fine_tune(model, tokenizer, [e for e in pairs if e.label == 1])
+        finetuning.fine_tune(model, tokenizer, [e for e in pairs if e.label == 1])
     with pytest.raises(ValueError, match="epochs"):
-        finetune.fine_tune(model, tokenizer, pairs, epochs=0)
+        finetuning.fine_tune(model, tokenizer, pairs, epochs=0)
     with pytest.raises(ValueError, match="learning_rate"):
-        finetune.fine_tune(model, tokenizer, pairs, learning_rate=0.0)
+        finetuning.fine_tune(model, tokenizer, pairs, learning_rate=0.0)
     long = Example("long", " ".join(["river"] * 20), "stone", 0, "test")
     with pytest.raises(ValueError, match="at most 16"):
-        finetune.fine_tune(model, tokenizer, pairs + [long])
+        finetuning.fine_tune(model, tokenizer, pairs + [long])
     with pytest.raises(ValueError, match="test_fraction"):
-        finetune.split_pairs(pairs, test_fraction=1.0)
-    tuned = finetune.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8)
+        finetuning.split_pairs(pairs, test_fraction=1.0)
+    tuned = finetuning.fine_tune(model, tokenizer, pairs, epochs=1, batch_size=8)
     tuned.classifier.train()
     with pytest.raises(ValueError, match="training mode"):
-        finetune.predict(tuned.classifier, tokenizer, pairs)
+        finetuning.predict(tuned.classifier, tokenizer, pairs)
 
 
 def test_length_bucketed_batches_cover_every_pair_once_and_pad_less():
     lengths = torch.randint(10, 120, (250,), generator=torch.Generator().manual_seed(3)).tolist()
-    batches = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
+    batches = finetuning._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
     assert sorted(i for batch in batches for i in batch) == list(range(250))
     assert all(1 <= len(batch) <= 16 for batch in batches)
-    again = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
-    other = finetune._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(1))
+    again = finetuning._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(0))
+    other = finetuning._length_bucketed_batches(lengths, 16, torch.Generator().manual_seed(1))
     assert batches == again and batches != other
 
     def padded(batches):  # tokens a padded batch holds

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 import helpers
-from helpers.hidden_tokens import HiddenTokens, collect_hidden_tokens
+from helpers.drivers.identifiability import collect_hidden_tokens
+from helpers.methods.hidden_tokens import HiddenTokens
 
 from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
 
@@ -48,7 +49,7 @@ def test_real_model_padding_changes_nothing(real_model):
 
 
 def test_examples_are_taken_as_pairs(tiny_model, tokenizer):
-    example = helpers.Example("x", TEXTS[1][0], TEXTS[1][1], 1, "test")
+    example = helpers.model.corpus.Example("x", TEXTS[1][0], TEXTS[1][1], 1, "test")
     from_example = collect_hidden_tokens(tiny_model, tokenizer, [example], progress=False)
     from_tuple = collect_hidden_tokens(tiny_model, tokenizer, [TEXTS[1]], progress=False)
     assert torch.equal(from_example.input_ids, from_tuple.input_ids)

@@ -15,7 +15,7 @@ def check_identities(model, encoding, atol):
     assert internals.T.shape == (L, h, n, d)
     assert internals.H.shape == (L, h, d // h, d)
     # the model's own attention is the softmax of our Q K^T
-    assert torch.allclose(helpers.attention_from_qk(internals.Q, internals.K), internals.A, atol=atol)
+    assert torch.allclose(helpers.model.internals.attention_from_qk(internals.Q, internals.K), internals.A, atol=atol)
     # sum over heads of A T (+ output bias) is the model's attention-block output
     reconstructed = internals.reconstructed_attention_output()
     assert torch.allclose(reconstructed, internals.attention_output, atol=atol)
@@ -73,7 +73,7 @@ def test_batch_is_rejected(tiny_model, tokenizer):
 
 def test_sdpa_model_is_rejected_by_capture(tokenizer):
     model = make_tiny_bert(attn_implementation="sdpa")
-    with pytest.raises(helpers.UnsupportedModelError):
+    with pytest.raises(helpers.model.checks.UnsupportedModelError):
         helpers.capture(model, helpers.encode(tokenizer, SENTENCE))
 
 
@@ -81,19 +81,19 @@ def test_finish_layer_turns_head_outputs_into_the_next_hidden_state(tiny_model, 
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, LONG_TEXT, model=tiny_model))
     reconstructed = internals.reconstructed_attention_output()
     for layer in range(internals.layers):
-        out = helpers.finish_layer(tiny_model, layer, reconstructed[layer], internals.E[layer])
+        out = helpers.model.internals.finish_layer(tiny_model, layer, reconstructed[layer], internals.E[layer])
         assert torch.allclose(out, internals.hidden_states[layer + 1], atol=1e-5)
 
 
 def test_finish_layer_rejects_mismatched_shapes(tiny_model):
     with pytest.raises(ValueError, match="both be"):
-        helpers.finish_layer(tiny_model, 0, torch.zeros(3, 32), torch.zeros(4, 32))
+        helpers.model.internals.finish_layer(tiny_model, 0, torch.zeros(3, 32), torch.zeros(4, 32))
 
 
 def test_rebuild_hidden_states_on_the_real_model(real_model):
     model, tokenizer = real_model
     internals = helpers.capture(model, helpers.encode(tokenizer, SENTENCE, "A second segment follows.", model=model))
-    rebuilt = helpers.rebuild_hidden_states(model, internals)
+    rebuilt = helpers.model.internals.rebuild_hidden_states(model, internals)
     assert torch.allclose(rebuilt, internals.hidden_states[1:], atol=1e-4)
     names = [row["tensor"] for row in internals.shape_table()]
     assert names[:2] == ["x", "E"] and "T" in names
@@ -101,13 +101,13 @@ def test_rebuild_hidden_states_on_the_real_model(real_model):
 
 def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_model, tokenizer):
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, SENTENCE, model=tiny_model))
-    block = helpers.attention_block_output(internals.A, internals.T, internals.b_O)
+    block = helpers.model.internals.attention_block_output(internals.A, internals.T, internals.b_O)
     assert torch.allclose(block, internals.attention_output, atol=1e-5)
     by_hand = sum(internals.A[:, k] @ internals.T[:, k] for k in range(internals.heads)) + internals.b_O[:, None, :]
     assert torch.allclose(block, by_hand, atol=1e-6)
-    shifted = helpers.attention_block_output(internals.A, internals.T, internals.b_O + 1.0)
+    shifted = helpers.model.internals.attention_block_output(internals.A, internals.T, internals.b_O + 1.0)
     assert torch.allclose(shifted - block, torch.ones_like(block))  # b^O is added once to every token
     with pytest.raises(ValueError, match="same leading shape"):
-        helpers.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
+        helpers.model.internals.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
     with pytest.raises(ValueError, match="b_O"):
-        helpers.attention_block_output(internals.A, internals.T, internals.b_O[0])
+        helpers.model.internals.attention_block_output(internals.A, internals.T, internals.b_O[0])

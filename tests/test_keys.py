@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import helpers
-from helpers import keys
+from helpers.methods import keys
 
 
 def _random_qk(n: int, d_k: int, d: int, seed: int, scale: float = 1.5):
@@ -19,7 +19,7 @@ def _random_qk(n: int, d_k: int, d: int, seed: int, scale: float = 1.5):
 
 def test_softmax_of_a_low_rank_product_is_at_distance_zero():
     Q, K, _ = _random_qk(12, 3, 8, seed=0)
-    A = helpers.attention_from_qk(Q, K)
+    A = helpers.model.internals.attention_from_qk(Q, K)
     assert float(keys.logit_rank_distance(A, 3)) < 1e-12
     assert float(keys.logit_rank_distance(A, 2)) > 1e-3  # one rank short: the distance sees it
     # a constant per row changes nothing
@@ -53,7 +53,7 @@ def test_output_basis_spans_t_and_ones_without_ones():
     assert torch.allclose(U.T @ U, torch.eye(3, dtype=torch.float64), atol=1e-12)
     assert float((U.sum(0)).abs().max()) < 1e-12  # orthogonal to 1
     # (A' - A) U = 0 and equal row sums  <=>  (A' - A) T = 0
-    D = helpers.null_direction(T, seed=0)
+    D = helpers.methods.nullspace.null_direction(T, seed=0)
     assert float((D @ U).abs().max()) < 1e-12
 
 
@@ -64,7 +64,10 @@ def test_dimension_count_matches_the_jacobian_ranks():
         assert keys.producible_dimension(Q, K, T) == keys.dimension_count(n, d_k, r)
     # d_k >= n - 1: the whole simplex-constrained null space of chapter 3, n dim LN([T, 1])
     Q, K, T = _random_qk(6, 8, 12, seed=2)
-    assert keys.dimension_count(6, 8, keys.output_basis(T).shape[1]) == 6 * helpers.simplex_null_space(T).shape[1]
+    assert (
+        keys.dimension_count(6, 8, keys.output_basis(T).shape[1])
+        == 6 * helpers.methods.nullspace.simplex_null_space(T).shape[1]
+    )
     assert keys.dimension_count(5, 4, 4) == 0  # n <= d_k + 1 = r + 1: nothing moves
 
 
@@ -78,15 +81,15 @@ def test_same_keys_leave_no_freedom_when_the_output_pins_the_query():
 
 def test_search_finds_a_producible_alternative_with_the_same_output(one_thread):
     Q, K, T = _random_qk(16, 3, 8, seed=4, scale=1.0)
-    A = helpers.attention_from_qk(Q, K)
+    A = helpers.model.internals.attention_from_qk(Q, K)
     family = helpers.alternative_family(A, T, fractions=[0.5], seed=0)
     assert float(keys.logit_rank_distance(family.attentions[0], 3)) > 1e-3  # the null-space move leaves the set
     found = keys.producible_alternative(Q, K, T, family.attentions[0], steps=30)
     assert found.output_error < 1e-8
     assert found.rank_distance < 1e-10
     assert found.movement > 1e-3 and found.toward_target > 0.05
-    validity = helpers.validity(found.attention[None], A, T)
-    assert validity["min_entry"] > 0 and validity["row_sum_error"] < 1e-12
+    validity = helpers.methods.nullspace.validity(found.attention[None], A, T)
+    assert validity.min_entry > 0 and validity.row_sum_error < 1e-12
     again = keys.producible_alternative(Q, K, T, family.attentions[0], steps=30)
     assert torch.equal(again.attention, found.attention)  # deterministic
 
@@ -95,7 +98,7 @@ def test_real_head_is_at_distance_zero(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, "Rivers carry sand from the mountains and drop it where the current weakens.")
     internals = helpers.capture(tiny_model, encoding)
     d_k = internals.Q.shape[-1]
-    A = helpers.attention_from_qk(internals.Q.double(), internals.K.double())
+    A = helpers.model.internals.attention_from_qk(internals.Q.double(), internals.K.double())
     assert float(keys.logit_rank_distance(A, d_k).max()) < 1e-10
     assert float(keys.logit_rank_distance(internals.A, d_k).max()) < 1e-5  # float32 softmax
 
@@ -127,7 +130,7 @@ def test_d_k_at_least_n_allows_every_alternative(one_thread):
     n = 6
     for d_k in (n, n + 3):
         Q, K, T = _random_qk(n, d_k, 4, seed=6, scale=0.5)
-        A = helpers.attention_from_qk(Q, K)
+        A = helpers.model.internals.attention_from_qk(Q, K)
         family = helpers.alternative_family(A, T, fractions=[0.5], seed=0)
         target = family.attentions[0]
         assert float(keys.logit_rank_distance(target, d_k)) < 1e-12  # nothing beyond d_k >= n singular values

@@ -3,8 +3,7 @@ import pytest
 import torch
 
 import helpers
-from helpers import linalg
-from helpers.linalg import left_null_space, numerical_rank, pearson
+from helpers.methods.linalg import left_null_space, numerical_rank, pearson
 
 
 def test_rank_and_left_null_space_of_a_low_rank_product():
@@ -48,35 +47,37 @@ def test_relative_output_change_is_zero_in_the_null_space_and_scale_free():
     g = torch.Generator().manual_seed(0)
     T = torch.randn(6, 3, generator=g, dtype=torch.float64)
     A = torch.softmax(torch.randn(6, 6, generator=g, dtype=torch.float64), dim=-1)
-    N = helpers.left_null_space(T)  # (6, 3)
+    N = helpers.methods.linalg.left_null_space(T)  # (6, 3)
     inside = A + torch.randn(6, 3, generator=g, dtype=torch.float64) @ N.T
     outside = A + 0.1 * torch.eye(6, dtype=torch.float64)
-    change = helpers.relative_output_change(torch.stack([A, inside, outside]), A, T)
+    change = helpers.methods.linalg.relative_output_change(torch.stack([A, inside, outside]), A, T)
     assert change.shape == (3,)
     assert change[0] == 0 and change[1] < 1e-12 and change[2] > 1e-2
     expected = float(((outside - A) @ T).abs().max() / (A @ T).abs().max())
     assert abs(float(change[2]) - expected) < 1e-15
-    assert torch.allclose(helpers.relative_output_change(outside, A, 5 * T), change[2])  # scale of T cancels
+    assert torch.allclose(
+        helpers.methods.linalg.relative_output_change(outside, A, 5 * T), change[2]
+    )  # scale of T cancels
     with pytest.raises(ValueError, match="end in A's shape"):
-        helpers.relative_output_change(outside[:-1], A, T)
+        helpers.methods.linalg.relative_output_change(outside[:-1], A, T)
 
 
 def test_shared_checks_fail_early_with_clear_messages():
     A = torch.full((3, 3), 1 / 3)
-    linalg.check_attention_and_values(A, torch.ones(3, 2))
-    linalg.check_attention_distribution(A)
+    helpers.model.checks.check_attention_and_values(A, torch.ones(3, 2))
+    helpers.model.checks.check_attention_distribution(A)
     with pytest.raises(TypeError, match="torch.Tensor"):
-        linalg.check_tensor([1.0], "M")
+        helpers.model.checks.check_tensor([1.0], "M")
     with pytest.raises(ValueError, match="rows"):
-        linalg.check_attention_and_values(A, torch.ones(4, 2))
+        helpers.model.checks.check_attention_and_values(A, torch.ones(4, 2))
     with pytest.raises(ValueError, match="square"):
-        linalg.check_attention_and_values(torch.ones(3, 4), torch.ones(3, 2))
+        helpers.model.checks.check_attention_and_values(torch.ones(3, 4), torch.ones(3, 2))
     with pytest.raises(ValueError, match="negative"):
-        linalg.check_attention_distribution(A - 0.5)
+        helpers.model.checks.check_attention_distribution(A - 0.5)
     with pytest.raises(ValueError, match="sum to 1"):
-        linalg.check_attention_distribution(2 * A)
+        helpers.model.checks.check_attention_distribution(2 * A)
     with pytest.raises(ValueError, match="NaN"):
-        linalg.check_matrix(torch.full((2, 2), float("nan")))
+        helpers.model.checks.check_matrix(torch.full((2, 2), float("nan")))
 
 
 def test_pearson_matches_numpy():

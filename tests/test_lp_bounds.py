@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import helpers
-from helpers import lp_bounds
+from helpers.methods import lp_bounds
 
 from .conftest import LONG_TEXT
 
@@ -86,7 +86,7 @@ def test_bounds_on_tiny_model(tiny_model, tokenizer):
 
 def test_bounds_on_real_model(real_model):
     model, tokenizer = real_model
-    encoding = helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT, model=model), 40)
+    encoding = helpers.model.text.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT, model=model), 40)
     internals = helpers.capture(model, encoding)
     A, T = internals.A[2, 3], internals.T[2, 3]
     rows = [0, 20]
@@ -100,8 +100,8 @@ def test_bounds_on_real_model(real_model):
 def test_extreme_alternative_is_valid_and_far_from_A():
     A, T = random_head(n=18, d_v=5, seed=6)
     P = lp_bounds.extreme_alternative(A, T, -A, progress=False)
-    report = helpers.validity(P, A, T)
-    assert report["min_entry"] >= 0 and report["row_sum_error"] < 1e-8 and report["output_error"] < 1e-8
+    report = helpers.methods.nullspace.validity(P, A, T)
+    assert report.min_entry >= 0 and report.row_sum_error < 1e-8 and report.output_error < 1e-8
     assert ((P * A).sum(-1) <= (A * A).sum(-1) + 1e-9).all()  # no closer to A than A itself
     family = helpers.alternative_family(A, T, [0.0, 0.5], direction=P - A)
     assert family.t_high >= 1.0 - 1e-9  # the whole segment from A to P is valid
@@ -141,8 +141,8 @@ def test_check_reports_valid_bounds_and_catches_tampering():
     A, T = random_head(n=14, d_v=4, seed=7)
     bounds = helpers.attention_bounds(A, T, progress=False)
     report = bounds.check(A, T)
-    assert report["min_entry"] >= 0 and report["row_sum_error"] < 1e-9 and report["output_error"] < 1e-9
-    assert report["attained_error"] < 1e-12 and report["containment_error"] == 0.0
+    assert report.min_entry >= 0 and report.row_sum_error < 1e-9 and report.output_error < 1e-9
+    assert report.attained_error < 1e-12 and report.containment_error == 0.0
     bounds.upper[3, 5] = A[3, 5] - 0.01  # a bound that excludes the model's weight and is not attained
     tampered = bounds.check(A, T)
-    assert tampered["containment_error"] > 0.009 and tampered["attained_error"] > 0.0
+    assert tampered.containment_error > 0.009 and tampered.attained_error > 0.0

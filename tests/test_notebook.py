@@ -1,4 +1,4 @@
-"""helpers.notebook: the first cell's setup and the text of computed numbers."""
+"""helpers.book.notebook: the first cell's setup and the text of computed numbers."""
 
 from __future__ import annotations
 

@@ -66,10 +66,10 @@ def test_no_typed_percentages_in_the_prose(notebook):
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_first_cell_says_when_the_method_does_not_apply(notebook):
-    from helpers.families import CHAPTER_NEEDS
+    from helpers.book.chapters import CHAPTER_NEEDS
 
     first = _cells(notebook, "code")[0]
-    assert notebook.stem in CHAPTER_NEEDS, f"{notebook.stem}: say in helpers.families.CHAPTER_NEEDS what it needs"
+    assert notebook.stem in CHAPTER_NEEDS, f"{notebook.stem}: say in helpers.book.chapters.CHAPTER_NEEDS what it needs"
     assert f'helpers.load_for_chapter(MODEL, "{notebook.stem}")' in first.source, (
         f"{notebook.name}: the first cell must load the model with helpers.load_for_chapter for this chapter"
     )

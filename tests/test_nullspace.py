@@ -42,15 +42,15 @@ def test_principal_angles_of_one_subspace_in_two_bases_are_zero():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(12, 4, generator=g, dtype=torch.float64)
     Y = X @ torch.randn(4, 4, generator=g, dtype=torch.float64)  # same span, another basis
-    assert helpers.principal_angles(X, Y).max() < 1e-7
+    assert helpers.methods.nullspace.principal_angles(X, Y).max() < 1e-7
 
 
 def test_principal_angles_of_orthogonal_subspaces_are_right_angles():
     eye = torch.eye(6, dtype=torch.float64)
-    angles = helpers.principal_angles(eye[:, :2], eye[:, 2:5])
+    angles = helpers.methods.nullspace.principal_angles(eye[:, :2], eye[:, 2:5])
     assert angles.shape == (2,)
     assert torch.allclose(angles, torch.full((2,), math.pi / 2, dtype=torch.float64))
-    assert helpers.principal_angles(eye[:, :0], eye[:, :3]).shape == (0,)
+    assert helpers.methods.nullspace.principal_angles(eye[:, :0], eye[:, :3]).shape == (0,)
 
 
 def test_principal_angles_match_scipy():
@@ -59,17 +59,17 @@ def test_principal_angles_match_scipy():
     g = torch.Generator().manual_seed(5)
     X, Y = torch.randn(20, 6, generator=g, dtype=torch.float64), torch.randn(20, 4, generator=g, dtype=torch.float64)
     expected = scipy.linalg.subspace_angles(X.numpy(), Y.numpy())
-    assert np.allclose(helpers.principal_angles(X, Y).numpy(), expected, atol=1e-10)
-    assert np.allclose(helpers.principal_angles(Y, X).numpy(), expected, atol=1e-10)
+    assert np.allclose(helpers.methods.nullspace.principal_angles(X, Y).numpy(), expected, atol=1e-10)
+    assert np.allclose(helpers.methods.nullspace.principal_angles(Y, X).numpy(), expected, atol=1e-10)
 
 
 def test_principal_angles_bad_input():
     with pytest.raises(ValueError, match="same space"):
-        helpers.principal_angles(torch.ones(4, 2), torch.ones(5, 2))
+        helpers.methods.nullspace.principal_angles(torch.ones(4, 2), torch.ones(5, 2))
     with pytest.raises(ValueError, match="NaN"):
-        helpers.principal_angles(torch.full((4, 2), float("nan")), torch.ones(4, 2))
+        helpers.methods.nullspace.principal_angles(torch.full((4, 2), float("nan")), torch.ones(4, 2))
     with pytest.raises(TypeError):
-        helpers.principal_angles(np.ones((4, 2)), torch.ones(4, 2))
+        helpers.methods.nullspace.principal_angles(np.ones((4, 2)), torch.ones(4, 2))
 
 
 def check_null_space_comparison(frame, n, d_v):
@@ -85,7 +85,7 @@ def check_null_space_comparison(frame, n, d_v):
 
 
 def test_null_spaces_of_values_and_T_coincide_on_tiny_model(tiny_internals):
-    frame = helpers.compare_null_spaces(tiny_internals, simplex=True, progress=False)
+    frame = helpers.methods.nullspace.compare_null_spaces(tiny_internals, simplex=True, progress=False)
     assert len(frame) == 2 * 4
     check_null_space_comparison(frame, tiny_internals.n, D_V)
     # with the row-sum constraint the value bias no longer matters
@@ -105,7 +105,7 @@ def test_null_spaces_of_values_and_T_coincide_on_real_model(real_internals):
             for k in real_internals.__dataclass_fields__
         }
     )
-    frame = helpers.compare_null_spaces(sub, progress=False)
+    frame = helpers.methods.nullspace.compare_null_spaces(sub, progress=False)
     check_null_space_comparison(frame, real_internals.n, 32)
 
 
@@ -115,7 +115,7 @@ def test_null_spaces_of_values_and_T_coincide_on_real_model(real_internals):
 def test_simplex_null_space_is_orthonormal_and_annihilates_T_and_ones(tiny_internals):
     T = tiny_internals.T[1, 2]
     n = T.shape[0]
-    N = helpers.simplex_null_space(T)
+    N = helpers.methods.nullspace.simplex_null_space(T)
     assert N.shape == (n, n - D_V - 1)
     assert torch.allclose(N.T @ N, torch.eye(N.shape[1], dtype=torch.float64), atol=1e-10)
     assert (N.T @ T.double()).abs().max() < 1e-5 * T.abs().max()
@@ -126,29 +126,30 @@ def test_simplex_null_space_ignores_the_value_bias(tiny_internals):
     # LN([E W^V, 1]) = LN([E W^V + 1 b^V, 1]) = LN([V, 1]): the bias only adds a multiple of 1
     layer, head = 0, 3
     EW = tiny_internals.E[layer].double() @ tiny_internals.W_V[layer, head].double()
-    angles = helpers.principal_angles(
-        helpers.simplex_null_space(EW), helpers.simplex_null_space(tiny_internals.V[layer, head])
+    angles = helpers.methods.nullspace.principal_angles(
+        helpers.methods.nullspace.simplex_null_space(EW),
+        helpers.methods.nullspace.simplex_null_space(tiny_internals.V[layer, head]),
     )
     assert angles.shape == (tiny_internals.n - D_V - 1,)
     assert angles.max() < 1e-6
 
 
 def test_null_space_dimensions_batched(tiny_internals):
-    plain, simplex = helpers.null_space_dimensions(tiny_internals.T)
+    plain, simplex = helpers.methods.nullspace.null_space_dimensions(tiny_internals.T)
     n = tiny_internals.n
     assert plain.shape == (2, 4)
     assert (plain == n - D_V).all() and (simplex == n - D_V - 1).all()
-    one_plain, one_simplex = helpers.null_space_dimensions(tiny_internals.T[1, 1])
+    one_plain, one_simplex = helpers.methods.nullspace.null_space_dimensions(tiny_internals.T[1, 1])
     assert int(one_plain) == int(plain[1, 1]) and int(one_simplex) == int(simplex[1, 1])
     with pytest.raises(ValueError):
-        helpers.null_space_dimensions(torch.ones(3))
+        helpers.methods.nullspace.null_space_dimensions(torch.ones(3))
 
 
 def test_null_projection_bad_input():
     with pytest.raises(ValueError, match="length"):
-        helpers.null_projection(torch.ones(3, 4), torch.ones(5, 2))
+        helpers.methods.nullspace.null_projection(torch.ones(3, 4), torch.ones(5, 2))
     with pytest.raises(ValueError, match="NaN"):
-        helpers.null_projection(torch.full((3, 4), float("inf")), torch.ones(4, 2))
+        helpers.methods.nullspace.null_projection(torch.full((3, 4), float("inf")), torch.ones(4, 2))
 
 
 @pytest.mark.parametrize("simplex", [False, True])
@@ -156,7 +157,7 @@ def test_same_output_towards_keeps_the_head_output(tiny_internals, simplex):
     A, T = tiny_internals.A[0, 1], tiny_internals.T[0, 1]
     n = A.shape[0]
     target = torch.eye(n)
-    alt = helpers.same_output_towards(A, T, target, simplex=simplex)
+    alt = helpers.methods.nullspace.same_output_towards(A, T, target, simplex=simplex)
     assert (alt - A).abs().max() > 0.05  # visibly different
     assert ((alt - A).double() @ T.double()).abs().max() < 1e-4 * (A @ T).abs().max()
     if simplex:
@@ -164,18 +165,18 @@ def test_same_output_towards_keeps_the_head_output(tiny_internals, simplex):
     # it moved towards the target
     assert torch.linalg.matrix_norm(alt - target) < torch.linalg.matrix_norm(A - target)
     with pytest.raises(ValueError, match="shape"):
-        helpers.same_output_towards(A, T, torch.eye(n + 1))
+        helpers.methods.nullspace.same_output_towards(A, T, torch.eye(n + 1))
 
 
 def test_null_direction_rows_lie_in_the_constrained_null_space(tiny_internals):
     T = tiny_internals.T[1, 0]
-    D = helpers.null_direction(T, seed=3)
+    D = helpers.methods.nullspace.null_direction(T, seed=3)
     assert D.shape == (T.shape[0], T.shape[0])
     assert abs(float(torch.linalg.matrix_norm(D)) - 1) < 1e-12
     assert (D @ T.double()).abs().max() < 1e-5 * T.abs().max()
     assert D.sum(-1).abs().max() < 1e-12
     # two seeds, two directions
-    other = helpers.null_direction(T, seed=4)
+    other = helpers.methods.nullspace.null_direction(T, seed=4)
     assert (other - D).abs().max() > 1e-3
 
 
@@ -183,19 +184,19 @@ def test_null_direction_bad_input(tiny_model, tokenizer, tiny_internals):
     short = helpers.capture(tiny_model, helpers.encode(tokenizer, "A short one.", model=tiny_model))
     assert short.n <= D_V + 1
     with pytest.raises(ValueError, match="identifiable"):
-        helpers.null_direction(short.T[0, 0])
+        helpers.methods.nullspace.null_direction(short.T[0, 0])
     T = tiny_internals.T[0, 0]
     with pytest.raises(ValueError, match="coefficients"):
-        helpers.null_direction(T, coefficients=torch.ones(3, 3))
+        helpers.methods.nullspace.null_direction(T, coefficients=torch.ones(3, 3))
     k = T.shape[0] - D_V - 1
     with pytest.raises(ValueError, match="zero"):
-        helpers.null_direction(T, coefficients=torch.zeros(T.shape[0], k))
+        helpers.methods.nullspace.null_direction(T, coefficients=torch.zeros(T.shape[0], k))
 
 
 def test_step_range_is_the_exact_non_negative_interval(tiny_internals):
     A, T = tiny_internals.A[1, 1], tiny_internals.T[1, 1]
-    D = helpers.null_direction(T, seed=0)
-    low, high = helpers.step_range(A, D)
+    D = helpers.methods.nullspace.null_direction(T, seed=0)
+    low, high = helpers.methods.nullspace.step_range(A, D)
     assert low < 0 < high
     A64 = A.double()
     assert float((A64 + high * D).min()) > -1e-12 and float((A64 + low * D).min()) > -1e-12
@@ -206,20 +207,20 @@ def test_step_range_is_the_exact_non_negative_interval(tiny_internals):
 def test_step_range_bad_input():
     A = torch.full((3, 3), 1 / 3)
     with pytest.raises(ValueError, match="same shape"):
-        helpers.step_range(A, torch.zeros(2, 2))
+        helpers.methods.nullspace.step_range(A, torch.zeros(2, 2))
     with pytest.raises(ValueError, match="negative"):
-        helpers.step_range(A - 0.5, torch.zeros(3, 3))
+        helpers.methods.nullspace.step_range(A - 0.5, torch.zeros(3, 3))
     with pytest.raises(ValueError, match="NaN"):
-        helpers.step_range(A, torch.full((3, 3), float("nan")))
-    low, high = helpers.step_range(A, torch.zeros(3, 3))
+        helpers.methods.nullspace.step_range(A, torch.full((3, 3), float("nan")))
+    low, high = helpers.methods.nullspace.step_range(A, torch.zeros(3, 3))
     assert low == -math.inf and high == math.inf
 
 
 def check_family(A, T, family):
-    report = helpers.validity(family.attentions, A, T)
-    assert report["min_entry"] >= -1e-12  # unclamped: an entry driven to zero may end a rounding error below it
-    assert report["row_sum_error"] < 1e-6
-    assert report["output_error"] < 1e-5
+    report = helpers.methods.nullspace.validity(family.attentions, A, T)
+    assert report.min_entry >= -1e-12  # unclamped: an entry driven to zero may end a rounding error below it
+    assert report.row_sum_error < 1e-6
+    assert report.output_error < 1e-5
     # the extremes touch zero: the step range is tight
     assert abs(float(family.attentions[0].min())) < 1e-12 and abs(float(family.attentions[-1].min())) < 1e-12
 
@@ -265,10 +266,10 @@ def test_alternative_family_bad_input(tiny_internals):
 def test_validity_flags_a_wrong_alternative(tiny_internals):
     A, T = tiny_internals.A[0, 0], tiny_internals.T[0, 0]
     wrong = torch.roll(A, 1, dims=1)  # valid distribution, different output
-    report = helpers.validity(wrong, A, T)
-    assert report["min_entry"] >= 0 and report["row_sum_error"] < 1e-5 and report["output_error"] > 1e-2
+    report = helpers.methods.nullspace.validity(wrong, A, T)
+    assert report.min_entry >= 0 and report.row_sum_error < 1e-5 and report.output_error > 1e-2
     with pytest.raises(ValueError, match="shape"):
-        helpers.validity(torch.ones(2, 2), A, T)
+        helpers.methods.nullspace.validity(torch.ones(2, 2), A, T)
 
 
 # ----------------------------------------------------------------- plots
@@ -278,7 +279,7 @@ def test_plots_draw(tiny_model, tokenizer, tiny_internals):
     frame = helpers.rank_sweep(tiny_model, [helpers.encode(tokenizer, LONG_TEXT)], [4, 8, 16], progress=False)
     axes = helpers.plots.plot_rank_sweep(frame, D_V, source="test")
     assert len(axes) == 2 and axes[0].get_xlabel()
-    helpers.plots.plot_null_space_angles(helpers.compare_null_spaces(tiny_internals, progress=False))
+    helpers.plots.plot_null_space_angles(helpers.methods.nullspace.compare_null_spaces(tiny_internals, progress=False))
     A, T = tiny_internals.A[0, 0], tiny_internals.T[0, 0]
     family = helpers.alternative_family(A, T, seed=0)
     helpers.plots.plot_family_rows(family.attentions, row=3)

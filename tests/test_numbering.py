@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers.numbering import check_count, head_index, hidden_state_index, layer_index, layer_number
+from helpers.model.numbering import check_count, head_index, hidden_state_index, layer_index, layer_number
 
 
 def test_round_trip_and_numpy_integers():

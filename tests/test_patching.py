@@ -23,16 +23,16 @@ def relative_change(patched, original):
 
 def test_patching_with_the_models_own_attention_changes_nothing(setup):
     model, encoding, internals = setup
-    hidden = helpers.run_patched(model, encoding, LAYER, HEAD, internals.A[LAYER - 1, HEAD - 1])
+    hidden = helpers.model.patching.run_patched(model, encoding, LAYER, HEAD, internals.A[LAYER - 1, HEAD - 1])
     assert relative_change(hidden, internals.hidden_states) < 1e-6
 
 
 def test_a_null_space_alternative_leaves_every_hidden_state_unchanged(setup):
     model, encoding, internals = setup
     A, T = internals.A[LAYER - 1, HEAD - 1], internals.T[LAYER - 1, HEAD - 1]
-    alternative = helpers.same_output_towards(A, T, torch.eye(internals.n))
+    alternative = helpers.methods.nullspace.same_output_towards(A, T, torch.eye(internals.n))
     assert (alternative - A).abs().max() > 0.1
-    hidden = helpers.run_patched(model, encoding, LAYER, HEAD, alternative)
+    hidden = helpers.model.patching.run_patched(model, encoding, LAYER, HEAD, alternative)
     assert relative_change(hidden, internals.hidden_states) < 1e-5
 
 
@@ -40,7 +40,7 @@ def test_a_perturbation_outside_the_null_space_changes_the_output(setup):
     model, encoding, internals = setup
     A = internals.A[LAYER - 1, HEAD - 1]
     perturbed = A + 0.05 * torch.randn(A.shape, generator=torch.Generator().manual_seed(0))
-    hidden = helpers.run_patched(model, encoding, LAYER, HEAD, perturbed)
+    hidden = helpers.model.patching.run_patched(model, encoding, LAYER, HEAD, perturbed)
     assert torch.equal(hidden[:LAYER], internals.hidden_states[:LAYER])  # hidden states before layer LAYER untouched
     assert relative_change(hidden[LAYER:], internals.hidden_states[LAYER:]) > 1e-3
 
@@ -120,14 +120,14 @@ def test_bad_arguments_fail_on_entry(tiny_model, layer, head, attention, error, 
 def test_length_mismatch_fails_during_the_forward_pass(setup):
     model, encoding, internals = setup
     with pytest.raises(ValueError, match="tokens"):
-        helpers.run_patched(model, encoding, 1, 1, torch.eye(internals.n + 1))
+        helpers.model.patching.run_patched(model, encoding, 1, 1, torch.eye(internals.n + 1))
 
 
 def test_training_mode_and_sdpa_are_rejected(tokenizer):
     with pytest.raises(ValueError, match="eval"):
         with helpers.patch_attention(make_tiny_bert().train(), 1, 1, torch.eye(3)):
             pass
-    with pytest.raises(helpers.UnsupportedModelError):
+    with pytest.raises(helpers.model.checks.UnsupportedModelError):
         with helpers.patch_attention(make_tiny_bert(attn_implementation="sdpa"), 1, 1, torch.eye(3)):
             pass
 
@@ -138,22 +138,24 @@ def test_real_model_null_patch_keeps_the_last_hidden_state(real_model):
     internals = helpers.capture(model, encoding)
     layer, head = 3, 1
     A, T = internals.A[layer - 1, head - 1], internals.T[layer - 1, head - 1]
-    alternative = helpers.same_output_towards(A, T, torch.roll(torch.eye(internals.n), -1, dims=1))
+    alternative = helpers.methods.nullspace.same_output_towards(A, T, torch.roll(torch.eye(internals.n), -1, dims=1))
     assert (alternative - A).abs().max() > 0.3
-    hidden = helpers.run_patched(model, encoding, layer, head, alternative)
+    hidden = helpers.model.patching.run_patched(model, encoding, layer, head, alternative)
     assert relative_change(hidden[-1], internals.hidden_states[-1]) < 1e-5
     control = A + (alternative - A).flip(1)  # same size, keys reversed: rows leave the null space
-    hidden = helpers.run_patched(model, encoding, layer, head, control)
+    hidden = helpers.model.patching.run_patched(model, encoding, layer, head, control)
     assert relative_change(hidden[-1], internals.hidden_states[-1]) > 1e-2
 
 
 def test_hidden_state_change_is_zero_for_the_models_own_attention_and_large_otherwise(setup):
     model, encoding, internals = setup
     A = internals.A[LAYER - 1, HEAD - 1]
-    changes = helpers.hidden_state_change(model, encoding, LAYER, HEAD, torch.stack([A, A.flip(1)]), progress=False)
+    changes = helpers.model.patching.hidden_state_change(
+        model, encoding, LAYER, HEAD, torch.stack([A, A.flip(1)]), progress=False
+    )
     assert changes.shape == (2, model.config.num_hidden_layers + 1)
     assert float(changes[0].max()) < 1e-5 * float(internals.hidden_states.abs().max())
     assert float(changes[1, :LAYER].max()) == 0.0  # layers before the patch never see it
     assert float(changes[1, -1]) > 1e-3
     with pytest.raises(ValueError, match="m, n, n"):
-        helpers.hidden_state_change(model, encoding, LAYER, HEAD, A, progress=False)
+        helpers.model.patching.hidden_state_change(model, encoding, LAYER, HEAD, A, progress=False)

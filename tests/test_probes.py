@@ -7,8 +7,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import helpers  # noqa: E402
-from helpers import probes  # noqa: E402
-from helpers.hidden_tokens import HiddenTokens  # noqa: E402
+from helpers.methods.hidden_tokens import HiddenTokens  # noqa: E402
 
 IDENTITY, ROTATION, NOISY, INDEPENDENT, SHIFTED = range(5)
 
@@ -36,12 +35,14 @@ def synthetic_tokens(sentences: int = 60, d: int = 16, seed: int = 0) -> HiddenT
 
 @pytest.fixture(scope="module")
 def split():
-    return probes.split_by_sentence(synthetic_tokens(), test_fraction=0.4, seed=0)
+    return helpers.methods.probes.split_by_sentence(synthetic_tokens(), test_fraction=0.4, seed=0)
 
 
 def rate(split, layer, kind, loss, **options):
     train, test = split
-    return probes.evaluate_map(probes.fit_token_map(train, layer, kind, loss, **options), test)
+    return helpers.methods.probes.evaluate_map(
+        helpers.methods.probes.fit_token_map(train, layer, kind, loss, **options), test
+    )
 
 
 # ------------------------------------------------------------------ known answers
@@ -63,14 +64,14 @@ def test_small_noise_keeps_tokens_identifiable(split, kind):
 
 @pytest.mark.parametrize("kind, loss", [("naive", "cosine"), ("linear", "l2"), ("linear", "cosine"), ("mlp", "l2")])
 def test_independent_hidden_tokens_are_at_chance(split, kind, loss):
-    chance = probes.chance_rate(split[1])
+    chance = helpers.methods.probes.chance_rate(split[1])
     assert 0.05 < chance < 0.15
     assert abs(rate(split, INDEPENDENT, kind, loss) - chance) < 0.05
 
 
 def test_neighbour_is_recovered_at_its_offset_only(split):
     train, test = split
-    table = probes.neighbour_rates(
+    table = helpers.drivers.identifiability.neighbour_rates(
         train, test, offsets=[-1, 0, 1], hidden_states=[SHIFTED], kind="linear", loss="l2", progress=False
     )
     by_offset = dict(zip(table["offset"], table["rate"], strict=False))
@@ -81,24 +82,24 @@ def test_neighbour_is_recovered_at_its_offset_only(split):
 def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
     train, test = split
     offsets = [-2, 1]
-    table = probes.neighbour_rates(
+    table = helpers.drivers.identifiability.neighbour_rates(
         train, test, offsets=offsets, hidden_states=[NOISY], kind="linear", loss="l2", progress=False
     )
-    rows, targets = probes._interior(train, offsets)
-    test_rows, test_targets = probes._interior(test, offsets)
+    rows, targets = helpers.drivers.identifiability._interior(train, offsets)
+    test_rows, test_targets = helpers.drivers.identifiability._interior(test, offsets)
     for k, got in zip(offsets, table["rate"], strict=False):
-        fitted = probes.fit_map(train.hidden[NOISY, rows], train.x[targets[k]], "linear", "l2")
-        nearest = probes.nearest_in_sentence(
+        fitted = helpers.methods.probes.fit_map(train.hidden[NOISY, rows], train.x[targets[k]], "linear", "l2")
+        nearest = helpers.methods.probes.nearest_in_sentence(
             fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2"
         )
         assert got == (nearest == test_targets[k]).float().mean().item()
     # the general path (one fit per offset) finds the shifted neighbour too
-    cosine = probes.neighbour_rates(
+    cosine = helpers.drivers.identifiability.neighbour_rates(
         train, test, offsets=[0, 1], hidden_states=[SHIFTED], kind="linear", loss="cosine", progress=False
     )
     assert cosine["rate"].tolist()[1] == 1.0 and cosine["rate"].tolist()[0] < 0.4
     with pytest.raises(ValueError, match="too short"):
-        probes.neighbour_rates(train, test, offsets=[-30, 30], progress=False)
+        helpers.drivers.identifiability.neighbour_rates(train, test, offsets=[-30, 30], progress=False)
 
 
 # ------------------------------------------------------------------ maps
@@ -107,29 +108,29 @@ def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
 def test_linear_l2_is_the_least_squares_solution():
     g = torch.Generator().manual_seed(1)
     h, x = torch.randn(200, 8, generator=g), torch.randn(200, 5, generator=g)
-    fitted = probes.fit_map(h, x, "linear", "l2", ridge=0.0)
+    fitted = helpers.methods.probes.fit_map(h, x, "linear", "l2", ridge=0.0)
     X = torch.cat([h, torch.ones(200, 1)], dim=1).double()
     solution = torch.linalg.lstsq(X, x.double()).solution
     assert torch.allclose(fitted(h).double(), X @ solution, atol=1e-5)
     # badly scaled features (like BERT's outlier dimensions) change nothing
     scaled = h * torch.logspace(-3, 3, 8)
-    fitted = probes.fit_map(scaled, x, "linear", "l2", ridge=0.0)
+    fitted = helpers.methods.probes.fit_map(scaled, x, "linear", "l2", ridge=0.0)
     assert torch.allclose(fitted(scaled).double(), X @ solution, atol=1e-4)
     with pytest.raises(ValueError, match="ridge > 0"):
-        probes.fit_map(torch.cat([h, h[:, :1]], dim=1), x, "linear", "l2", ridge=0.0)
+        helpers.methods.probes.fit_map(torch.cat([h, h[:, :1]], dim=1), x, "linear", "l2", ridge=0.0)
 
 
 def test_cosine_training_lowers_the_cosine_loss(split):
     train, _ = split
     h, x = train.hidden[INDEPENDENT], train.x
     threads = torch.get_num_threads()
-    start = probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
-    trained = probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
-    mlp = probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
+    start = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
+    trained = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
+    mlp = helpers.methods.probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
     assert torch.get_num_threads() == threads  # the one-thread training loop restores the setting
 
     def loss(m):
-        return probes._loss(m(h), x, "cosine").item()
+        return helpers.methods.probes._loss(m(h), x, "cosine").item()
 
     assert loss(trained) < loss(start) - 1e-3
     assert loss(mlp) < loss(start) - 1e-3
@@ -138,8 +139,8 @@ def test_cosine_training_lowers_the_cosine_loss(split):
 def test_mlp_is_seeded(split):
     train, _ = split
     h, x = train.hidden[NOISY], train.x
-    a, b = (probes.fit_map(h, x, "mlp", "l2", seed=3, epochs=1) for _ in range(2))
-    c = probes.fit_map(h, x, "mlp", "l2", seed=4, epochs=1)
+    a, b = (helpers.methods.probes.fit_map(h, x, "mlp", "l2", seed=3, epochs=1) for _ in range(2))
+    c = helpers.methods.probes.fit_map(h, x, "mlp", "l2", seed=4, epochs=1)
     assert torch.equal(a(h), b(h))
     assert not torch.equal(a(h), c(h))
 
@@ -147,19 +148,19 @@ def test_mlp_is_seeded(split):
 def test_bad_map_input():
     h = torch.randn(10, 4)
     with pytest.raises(ValueError, match="map kind"):
-        probes.fit_map(h, h, "quadratic")
+        helpers.methods.probes.fit_map(h, h, "quadratic")
     with pytest.raises(ValueError, match="loss"):
-        probes.fit_map(h, h, "linear", "l1")
+        helpers.methods.probes.fit_map(h, h, "linear", "l1")
     with pytest.raises(ValueError, match="training set is empty"):
-        probes.fit_map(torch.zeros(0, 4), torch.zeros(0, 4))
+        helpers.methods.probes.fit_map(torch.zeros(0, 4), torch.zeros(0, 4))
     with pytest.raises(ValueError, match="must match row for row"):
-        probes.fit_map(h, h[:9])
+        helpers.methods.probes.fit_map(h, h[:9])
     with pytest.raises(ValueError, match="one size"):
-        probes.fit_map(h, torch.randn(10, 3), "naive")
+        helpers.methods.probes.fit_map(h, torch.randn(10, 3), "naive")
     with pytest.raises(ValueError, match=r"\(N, d\)"):
-        probes.fit_map(h[0], h[0])
+        helpers.methods.probes.fit_map(h[0], h[0])
     with pytest.raises(TypeError, match="torch.Tensor"):
-        probes.fit_map(h.numpy(), h)
+        helpers.methods.probes.fit_map(h.numpy(), h)
 
 
 # ------------------------------------------------------------------ nearest token, rates
@@ -184,7 +185,7 @@ def test_nearest_matches_brute_force_and_stays_in_the_sentence(distance):
     shuffle = torch.randperm(len(tokens), generator=g)  # order must not matter
     queries = torch.randn(len(tokens), 16, generator=g)[shuffle]
     query_sentence = tokens.sentence[shuffle]
-    found = probes.nearest_in_sentence(queries, query_sentence, tokens.x, tokens.sentence, distance)
+    found = helpers.methods.probes.nearest_in_sentence(queries, query_sentence, tokens.x, tokens.sentence, distance)
     assert torch.equal(tokens.sentence[found], query_sentence)
     assert torch.equal(found, brute_force_nearest(queries, query_sentence, tokens.x, tokens.sentence, distance))
 
@@ -193,20 +194,20 @@ def test_rates_of_exact_and_shifted_predictions():
     tokens = synthetic_tokens(sentences=10, seed=3)
     x, s, p = tokens.x, tokens.sentence, tokens.position
     for distance in ("l2", "cosine"):
-        assert probes.identifiability_rate(x, x, s, distance) == 1.0
-        assert probes.identifiability_rate(3 * x, x, s, "cosine") == 1.0
+        assert helpers.methods.probes.identifiability_rate(x, x, s, distance) == 1.0
+        assert helpers.methods.probes.identifiability_rate(3 * x, x, s, "cosine") == 1.0
     # predicting x_{i+1} from token i: perfect at offset +1, never right at offset 0
-    sources, targets = probes.neighbour_rows(s, p, 1)
+    sources, targets = helpers.methods.probes.neighbour_rows(s, p, 1)
     predicted = torch.zeros_like(x)
     predicted[sources] = x[targets]
-    assert probes.identifiability_rate(predicted, x, s, "l2", position=p, offset=1) == 1.0
-    assert probes.identifiability_rate(predicted[sources], x[sources], s[sources], "l2") == 0.0
+    assert helpers.methods.probes.identifiability_rate(predicted, x, s, "l2", position=p, offset=1) == 1.0
+    assert helpers.methods.probes.identifiability_rate(predicted[sources], x[sources], s[sources], "l2") == 0.0
 
 
 def test_neighbour_rows_by_brute_force():
     tokens = synthetic_tokens(sentences=5, seed=4)
     for offset in (-3, -1, 2):
-        sources, targets = probes.neighbour_rows(tokens.sentence, tokens.position, offset)
+        sources, targets = helpers.methods.probes.neighbour_rows(tokens.sentence, tokens.position, offset)
         expected = [
             (i, j)
             for i in range(len(tokens))
@@ -219,32 +220,34 @@ def test_neighbour_rows_by_brute_force():
 def test_chance_rate_is_mean_inverse_length():
     tokens = synthetic_tokens(sentences=7, seed=5)
     # each token is right with probability 1 / (its sequence's length): the mean is S / N
-    assert probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
+    assert helpers.methods.probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
     # and a map that guesses uniformly at random scores that on average
     g = torch.Generator().manual_seed(0)
     guesses = [
-        probes.identifiability_rate(torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence)
+        helpers.methods.probes.identifiability_rate(
+            torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence
+        )
         for _ in range(200)
     ]
-    assert sum(guesses) / len(guesses) == pytest.approx(probes.chance_rate(tokens), abs=0.01)
+    assert sum(guesses) / len(guesses) == pytest.approx(helpers.methods.probes.chance_rate(tokens), abs=0.01)
 
 
 def test_bad_rate_input():
     x, s = torch.randn(6, 4), torch.tensor([0, 0, 0, 1, 1, 1])
     with pytest.raises(ValueError, match="map to input space"):
-        probes.nearest_in_sentence(torch.randn(6, 3), s, x, s)
+        helpers.methods.probes.nearest_in_sentence(torch.randn(6, 3), s, x, s)
     with pytest.raises(ValueError, match="No tokens"):
-        probes.nearest_in_sentence(torch.zeros(0, 4), s[:0], x, s)
+        helpers.methods.probes.nearest_in_sentence(torch.zeros(0, 4), s[:0], x, s)
     with pytest.raises(ValueError, match="no input tokens"):
-        probes.nearest_in_sentence(x, torch.tensor([0, 0, 0, 2, 2, 2]), x, s)
+        helpers.methods.probes.nearest_in_sentence(x, torch.tensor([0, 0, 0, 2, 2, 2]), x, s)
     with pytest.raises(ValueError, match="distance"):
-        probes.nearest_in_sentence(x, s, x, s, "manhattan")
+        helpers.methods.probes.nearest_in_sentence(x, s, x, s, "manhattan")
     with pytest.raises(ValueError, match="one per token"):
-        probes.identifiability_rate(x[:5], x, s)
+        helpers.methods.probes.identifiability_rate(x[:5], x, s)
     with pytest.raises(ValueError, match="positions"):
-        probes.identifiability_rate(x, x, s, offset=1)
+        helpers.methods.probes.identifiability_rate(x, x, s, offset=1)
     with pytest.raises(ValueError, match="No token has a neighbour"):
-        probes.identifiability_rate(x, x, s, position=torch.tensor([0, 1, 2, 0, 1, 2]), offset=5)
+        helpers.methods.probes.identifiability_rate(x, x, s, position=torch.tensor([0, 1, 2, 0, 1, 2]), offset=5)
 
 
 # ------------------------------------------------------------------ splits and experiments
@@ -252,14 +255,14 @@ def test_bad_rate_input():
 
 def test_split_is_by_whole_sentences():
     tokens = synthetic_tokens(sentences=30, seed=6)
-    train, test = probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
+    train, test = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
     assert not torch.isin(train.sentence_ids, test.sentence_ids).any()
     assert torch.equal(torch.cat([train.sentence_ids, test.sentence_ids]).sort().values, tokens.sentence_ids)
     assert len(test.sentence_ids) == 9 and len(train) + len(test) == len(tokens)
     for part in (train, test):
         assert torch.equal(part.lengths, tokens.lengths[part.sentence_ids])  # no sentence cut in two
-    again, _ = probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
-    other, _ = probes.split_by_sentence(tokens, test_fraction=0.3, seed=2)
+    again, _ = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
+    other, _ = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=2)
     assert torch.equal(again.sentence_ids, train.sentence_ids)
     assert not torch.equal(other.sentence_ids, train.sentence_ids)
 
@@ -268,15 +271,15 @@ def test_bad_splits_and_leaks():
     tokens = synthetic_tokens(sentences=10, seed=7)
     for fraction in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match="test_fraction"):
-            probes.split_by_sentence(tokens, fraction)
+            helpers.methods.probes.split_by_sentence(tokens, fraction)
     with pytest.raises(ValueError, match="at least two sequences"):
-        probes.split_by_sentence(tokens.select([0]))
-    train, test = probes.split_by_sentence(tokens, 0.3)
+        helpers.methods.probes.split_by_sentence(tokens.select([0]))
+    train, test = helpers.methods.probes.split_by_sentence(tokens, 0.3)
     leaky = tokens.select(torch.cat([test.sentence_ids, train.sentence_ids[:1]]))
     for run in (
-        lambda: probes.probe_layers(train, leaky, progress=False),
-        lambda: probes.fraction_curve(train, leaky, progress=False),
-        lambda: probes.neighbour_rates(train, leaky, progress=False),
+        lambda: helpers.drivers.identifiability.probe_layers(train, leaky, progress=False),
+        lambda: helpers.drivers.identifiability.fraction_curve(train, leaky, progress=False),
+        lambda: helpers.drivers.identifiability.neighbour_rates(train, leaky, progress=False),
     ):
         with pytest.raises(ValueError, match="both the training and the test set"):
             run()
@@ -285,53 +288,59 @@ def test_bad_splits_and_leaks():
 def test_probe_layers_table_maps_and_generalisation(split):
     train, test = split
     combos = [("naive", "cosine"), ("linear", "l2")]
-    result = probes.probe_layers(
+    result = helpers.drivers.identifiability.probe_layers(
         train, test, combos, hidden_states=[IDENTITY, ROTATION, INDEPENDENT], train_rates=True, progress=False
     )
     assert list(result.table.columns) == ["map", "loss", "hidden_state", "test", "train"]
     assert (result.table.query("hidden_state == @ROTATION and map == 'linear'")[["test", "train"]] == 1.0).all().all()
     assert len(result.table) == 6 and set(result.maps) == set(combos)
     assert [m.hidden_state for m in result.maps[("linear", "l2")]] == [IDENTITY, ROTATION, INDEPENDENT]
-    matrix = probes.generalisation_matrix(
+    matrix = helpers.drivers.identifiability.generalisation_matrix(
         result.maps[("linear", "l2")], test, hidden_states=[IDENTITY, ROTATION, INDEPENDENT]
     )
     rates = result.table.query("map == 'linear'")["test"].to_numpy()
     assert torch.allclose(matrix.diagonal().double(), torch.tensor(rates))  # the diagonal is the per-layer rate
     assert matrix[0, 1] < 0.4  # a map for the identity layer does not undo the rotation
     with pytest.raises(ValueError, match="No maps"):
-        probes.generalisation_matrix([], test)
+        helpers.drivers.identifiability.generalisation_matrix([], test)
     with pytest.raises(ValueError, match="offset 0"):
-        probes.generalisation_matrix([probes.fit_token_map(train, SHIFTED, "linear", "l2", offset=1)], test)
+        helpers.drivers.identifiability.generalisation_matrix(
+            [helpers.methods.probes.fit_token_map(train, SHIFTED, "linear", "l2", offset=1)], test
+        )
     with pytest.raises(ValueError, match="out of range"):
-        probes.probe_layers(train, test, combos, hidden_states=[9], progress=False)
+        helpers.drivers.identifiability.probe_layers(train, test, combos, hidden_states=[9], progress=False)
     with pytest.raises(ValueError, match="map kind"):
-        probes.probe_layers(train, test, [("cubic", "l2")], progress=False)
+        helpers.drivers.identifiability.probe_layers(train, test, [("cubic", "l2")], progress=False)
 
 
 def test_hidden_state_is_the_index_0_to_L_and_bad_values_are_refused(split):
     train, test = split
     last = train.hidden.shape[0] - 1  # hidden states 0..L
-    assert probes.fit_token_map(train, -1, "linear", "l2").hidden_state == last
-    fitted = probes.fit_token_map(train, ROTATION, "linear", "l2")
+    assert helpers.methods.probes.fit_token_map(train, -1, "linear", "l2").hidden_state == last
+    fitted = helpers.methods.probes.fit_token_map(train, ROTATION, "linear", "l2")
     assert fitted.hidden_state == ROTATION
-    assert probes.evaluate_map(fitted, test) == probes.evaluate_map(fitted, test, hidden_state=ROTATION)
+    assert helpers.methods.probes.evaluate_map(fitted, test) == helpers.methods.probes.evaluate_map(
+        fitted, test, hidden_state=ROTATION
+    )
     with pytest.raises(ValueError, match="hidden states 0..|embedding output"):
-        probes.fit_token_map(train, last + 1)
+        helpers.methods.probes.fit_token_map(train, last + 1)
     with pytest.raises(TypeError, match="hidden_state must be an integer"):
-        probes.fit_token_map(train, 1.0)
+        helpers.methods.probes.fit_token_map(train, 1.0)
     with pytest.raises(ValueError, match="out of range"):
-        probes.neighbour_rates(train, test, offsets=[0], hidden_states=[last + 1], progress=False)
+        helpers.drivers.identifiability.neighbour_rates(
+            train, test, offsets=[0], hidden_states=[last + 1], progress=False
+        )
 
 
 def test_fraction_curve_uses_nested_growing_subsets(split):
     train, test = split
-    table = probes.fraction_curve(
+    table = helpers.drivers.identifiability.fraction_curve(
         train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", hidden_state=ROTATION, progress=False
     )
     assert table["sentences"].tolist() == [round(0.5 * len(train.sentence_ids) + 0.49), len(train.sentence_ids)]
     assert (table["rate"] == 1.0).all()
     with pytest.raises(ValueError, match="fractions"):
-        probes.fraction_curve(train, test, fractions=(0.0, 1.0), progress=False)
+        helpers.drivers.identifiability.fraction_curve(train, test, fractions=(0.0, 1.0), progress=False)
 
 
 # ------------------------------------------------------------------ figures
@@ -339,7 +348,7 @@ def test_fraction_curve_uses_nested_growing_subsets(split):
 
 def test_plots_draw_and_reject_bad_tables(split):
     train, test = split
-    result = probes.probe_layers(
+    result = helpers.drivers.identifiability.probe_layers(
         train, test, [("naive", "l2"), ("linear", "cosine")], hidden_states=[0, 1], progress=False
     )
     ax = helpers.plots.plot_layer_rates(result.table, chance=0.1)

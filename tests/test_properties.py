@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 import helpers
-from helpers.models import ModelLoadError, UnsupportedModelError
+from helpers.model.checks import ModelLoadError, UnsupportedModelError
 from tests.conftest import make_tiny_bert
 
 HELPERS_DIR = Path(helpers.__file__).resolve().parent
@@ -64,7 +64,7 @@ def assert_finite(*tensors: torch.Tensor) -> None:
 
 # one tiny model and the real tokenizer for the whole module (the properties never change them)
 MODEL = make_tiny_bert(layers=2, heads=2, hidden=16, max_positions=48)
-TOKENIZER = AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir())
+TOKENIZER = AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir())
 L, H, D = 2, 2, 16
 
 
@@ -189,7 +189,7 @@ def test_effective_attention_on_any_tensors(data, rtol):
 )
 def test_contributions_rows_sum_to_one(norms, n):
     values = torch.tensor((norms * (n * n))[: n * n], dtype=torch.float64).reshape(n, n)
-    c = outcome(lambda: helpers.contributions_from_norms(values))
+    c = outcome(lambda: helpers.methods.attribution.contributions_from_norms(values))
     if c is None:
         return
     assert_finite(c)
@@ -212,11 +212,13 @@ INDEXES = st.one_of(
 @given(value=INDEXES)
 def test_numbering_takes_integers_in_range_only(value):
     for convert, low, high in (
-        (helpers.numbering.layer_index, 1, L),
-        (helpers.numbering.head_index, 1, H),
-        (helpers.numbering.hidden_state_index, 0, L),
+        (helpers.model.numbering.layer_index, 1, L),
+        (helpers.model.numbering.head_index, 1, H),
+        (helpers.model.numbering.hidden_state_index, 0, L),
     ):
-        index = outcome(lambda convert=convert: convert(value, L if convert is not helpers.numbering.head_index else H))
+        index = outcome(
+            lambda convert=convert: convert(value, L if convert is not helpers.model.numbering.head_index else H)
+        )
         accepted = not isinstance(value, (bool, float, str, list, tuple, np.floating)) and value is not None
         accepted = accepted and low <= int(value) <= high
         assert (index is not None) == accepted, (value, index)
@@ -257,7 +259,7 @@ def test_hidden_token_attribution_on_any_arguments(arguments):
     )
     if result is None:
         return
-    assert method in helpers.attribution.METHODS
+    assert method in helpers.methods.attribution.METHODS
     assert all(isinstance(layer, int) and 1 <= layer <= L for layer in result.layers)
     if layers is None:
         assert result.layers == tuple(range(1, L + 1))
@@ -278,7 +280,7 @@ ANY_PATCH = st.tuples(INDEXES, INDEXES, st.sampled_from([0.0, 1.0, -2.0, float("
 def test_patch_attention_on_any_layer_and_head(arguments):
     layer, head, scale, size = arguments
     replacement = torch.full((size, size), scale)
-    hidden = outcome(lambda: helpers.run_patched(MODEL, ENCODING, layer, head, replacement))
+    hidden = outcome(lambda: helpers.model.patching.run_patched(MODEL, ENCODING, layer, head, replacement))
     if hidden is None:
         return
     assert size == N and scale == scale  # NaN and a wrong size were refused
@@ -304,10 +306,10 @@ def test_alternative_family_members_are_valid(n, d, seed, fractions):
     if family is None:
         return
     assert_finite(family.attentions)
-    check = helpers.validity(family.attentions, A, T)
-    assert check["min_entry"] >= -1e-12
-    assert check["row_sum_error"] <= 1e-10
-    assert check["output_error"] <= 1e-9
+    check = helpers.methods.nullspace.validity(family.attentions, A, T)
+    assert check.min_entry >= -1e-12
+    assert check.row_sum_error <= 1e-10
+    assert check.output_error <= 1e-9
 
 
 # ------------------------------------------------------------------ same results on repeat
@@ -329,21 +331,21 @@ def _attribute_examples():
 
 def _fit_maps():
     tokens = _tokens()
-    train, test = helpers.split_by_sentence(tokens, seed=3)
+    train, test = helpers.methods.probes.split_by_sentence(tokens, seed=3)
     return [
-        helpers.fit_token_map(train, 1, kind, loss, seed=2, epochs=2, width=8)(test.hidden[1])
+        helpers.methods.probes.fit_token_map(train, 1, kind, loss, seed=2, epochs=2, width=8)(test.hidden[1])
         for kind, loss in (("linear", "cosine"), ("mlp", "l2"), ("mlp", "cosine"))
     ]
 
 
 def _split():
-    train, test = helpers.split_by_sentence(_tokens(), test_fraction=0.5, seed=9)
+    train, test = helpers.methods.probes.split_by_sentence(_tokens(), test_fraction=0.5, seed=9)
     return train.sentence, test.sentence
 
 
 def _fraction_curve():
-    train, test = helpers.split_by_sentence(_tokens(), test_fraction=0.25, seed=0)
-    table = helpers.fraction_curve(
+    train, test = helpers.methods.probes.split_by_sentence(_tokens(), test_fraction=0.25, seed=0)
+    table = helpers.drivers.identifiability.fraction_curve(
         train, test, fractions=(0.5, 1.0), kinds=("mlp",), seed=4, epochs=1, width=8, progress=False
     )
     return torch.tensor(table["rate"].to_numpy())
@@ -353,7 +355,7 @@ def _alternatives():
     generator = torch.Generator().manual_seed(0)
     A = torch.softmax(torch.randn(7, 7, generator=generator, dtype=torch.float64), dim=-1)
     T = torch.randn(7, 2, generator=generator, dtype=torch.float64)
-    return helpers.null_direction(T, seed=11), helpers.alternative_family(A, T, seed=11).attentions
+    return helpers.methods.nullspace.null_direction(T, seed=11), helpers.alternative_family(A, T, seed=11).attentions
 
 
 def _setup_notebook():
@@ -379,7 +381,7 @@ def _flatten(value) -> list:
         return [torch.from_numpy(value)]
     if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in _flatten(item)]
-    if isinstance(value, helpers.Attribution):
+    if isinstance(value, helpers.methods.attribution.Attribution):
         return [value.contributions, value.norms]
     raise TypeError(f"cannot compare {type(value).__name__}")
 

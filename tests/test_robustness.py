@@ -15,8 +15,8 @@ import torch
 from transformers import BertConfig, BertModel
 
 import helpers
-from helpers.data import Example
-from helpers.models import ModelLoadError
+from helpers.model.checks import ModelLoadError
+from helpers.model.corpus import Example
 from tests.conftest import SENTENCE, make_tiny_bert
 
 # ------------------------------------------------------------------ layers given as the wrong type
@@ -100,7 +100,7 @@ def test_hub_name_offline_fails_fast(monkeypatch):
     with pytest.raises(ModelLoadError, match="not reachable"):
         helpers.load_model("some-user/no-such-model-for-the-book", device="cpu")
     assert time.perf_counter() - start < 5.0
-    assert not helpers.models.hub_reachable()
+    assert not helpers.model.loading.hub_reachable()
 
 
 @pytest.mark.parametrize("name", [3, ["bert-base-uncased"]])
@@ -283,9 +283,9 @@ def test_bad_seeds_are_refused(tiny_model, tokenizer, seed, error):
     with pytest.raises(error, match="seed"):
         helpers.attribute_examples(tiny_model, tokenizer, ["A short text."], seed=seed, progress=False)
     with pytest.raises(error, match="seed"):
-        helpers.null_direction(torch.randn(8, 2, dtype=torch.float64), seed=seed)
+        helpers.methods.nullspace.null_direction(torch.randn(8, 2, dtype=torch.float64), seed=seed)
     with pytest.raises(error, match="seed"):
-        helpers.fit_map(torch.randn(10, 4), torch.randn(10, 4), kind="mlp", seed=seed)
+        helpers.methods.probes.fit_map(torch.randn(10, 4), torch.randn(10, 4), kind="mlp", seed=seed)
 
 
 def test_numpy_seed_is_accepted(tiny_model, tokenizer, one_thread):
@@ -315,8 +315,8 @@ def test_numpy_integers_for_layer_and_head(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, "A short text.")
     n = encoding["input_ids"].shape[1]
     uniform = torch.full((n, n), 1.0 / n)
-    patched = helpers.run_patched(tiny_model, encoding, np.int64(1), np.int32(3), uniform)
-    assert torch.equal(patched, helpers.run_patched(tiny_model, encoding, 1, 3, uniform))
+    patched = helpers.model.patching.run_patched(tiny_model, encoding, np.int64(1), np.int32(3), uniform)
+    assert torch.equal(patched, helpers.model.patching.run_patched(tiny_model, encoding, 1, 3, uniform))
     result = helpers.hidden_token_attribution(
         tiny_model, encoding, method="estimate", samples=np.int64(4), progress=False
     )
@@ -342,19 +342,21 @@ def test_numpy_integers_for_counts(tiny_model, tokenizer, one_thread):
         tiny_model, [helpers.encode(tokenizer, SENTENCE)], np.arange(4, 6), per_text=np.int64(1), progress=False
     )
     assert len(table["n"].unique()) == 1
-    assert helpers.dimension_count(np.int64(8), np.int64(2), np.int64(3)) == helpers.dimension_count(8, 2, 3)
+    assert helpers.methods.keys.dimension_count(
+        np.int64(8), np.int64(2), np.int64(3)
+    ) == helpers.methods.keys.dimension_count(8, 2, 3)
 
 
 @pytest.mark.parametrize("layer, error", [(2.7, TypeError), ("1", TypeError), (None, TypeError), (9, ValueError)])
 def test_token_map_layer_must_be_an_integer(tiny_model, tokenizer, layer, error):
     tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, ["A text.", "Another one."], progress=False)
     with pytest.raises(error, match="hidden_state"):
-        helpers.fit_token_map(tokens, layer)
+        helpers.methods.probes.fit_token_map(tokens, layer)
 
 
 def test_nan_norms_are_refused():
     with pytest.raises(ValueError, match="NaN"):
-        helpers.contributions_from_norms(torch.tensor([[1.0, float("nan")], [1.0, 1.0]]))
+        helpers.methods.attribution.contributions_from_norms(torch.tensor([[1.0, float("nan")], [1.0, 1.0]]))
 
 
 @pytest.mark.parametrize("fractions, error", [([], ValueError), (["a"], TypeError), ([2.0], ValueError)])

@@ -32,7 +32,7 @@ def save_random_llama(folder: Path, seed: int = 1) -> Path:
     key/value heads, head size 64), saved with the bundled decoder's tokenizer."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = helpers.models.decoder_tokenizer()
+    tokenizer = helpers.model.decoder.decoder_tokenizer()
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -55,7 +55,7 @@ def save_random_bert(folder: Path, seed: int = 1, **shape) -> Path:
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=30522, max_position_embeddings=512, **{**SECOND_SHAPE, **shape})
     BertModel(config, add_pooling_layer=False).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(helpers.models.bundled_model_dir()).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir()).save_pretrained(folder)
     return folder
 
 
@@ -86,7 +86,7 @@ def test_the_second_model_has_another_shape(second_model):
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_runs_on_the_second_model(notebook, request, tmp_path, monkeypatch):
     # a chapter about decoders runs on the random decoder, every other chapter on the random BERT
-    causal = "causal" in helpers.families.CHAPTER_NEEDS[notebook.stem]
+    causal = "causal" in helpers.book.chapters.CHAPTER_NEEDS[notebook.stem]
     second_model = request.getfixturevalue("second_decoder" if causal else "second_model")
     monkeypatch.setenv("BOOK_MODEL", str(second_model))
     monkeypatch.setenv("BOOK_CLAIMS", "report")
@@ -98,6 +98,6 @@ def test_chapter_runs_on_the_second_model(notebook, request, tmp_path, monkeypat
         client.execute()
     except CellExecutionError as err:  # the message holds the cell and its traceback
         pytest.fail(f"{notebook.name} failed on the second model ({second_model.name}):\n{err}")
-    records = helpers.claims.load_records(tmp_path / "claims")
+    records = helpers.book.claims.load_records(tmp_path / "claims")
     assert [r["chapter"] for r in records] == [notebook.stem], "the chapter must end with claims.enforce()"
     assert records[0]["mode"] == "report" and records[0]["claims"], "report mode, at least one claim"

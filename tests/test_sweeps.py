@@ -1,11 +1,11 @@
-"""Drivers over a corpus (helpers.sweeps): rank_sweep, effective_attention_sweep, attribute_examples."""
+"""Drivers over a corpus (helpers.drivers): rank_sweep, effective_attention_sweep, attribute_examples."""
 
 import numpy as np
 import pytest
 
 import helpers
-from helpers.sweeps import effective_attention_sweep
-from helpers.tokens import summarise_token_classes
+from helpers.drivers.effective import effective_attention_sweep
+from helpers.methods.tokens import summarise_token_classes
 
 from .conftest import LONG_TEXT, SENTENCE
 
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_sweep_on_the_real_model(real_model):
     model, tokenizer = real_model
     examples = [
-        helpers.Example("short", SENTENCE, None, None, "test"),
-        helpers.Example("long", LONG_TEXT, SENTENCE, None, "test"),
+        helpers.model.corpus.Example("short", SENTENCE, None, None, "test"),
+        helpers.model.corpus.Example("long", LONG_TEXT, SENTENCE, None, "test"),
     ]
     table = effective_attention_sweep(model, tokenizer, examples, progress=False)
     L, h = model.config.num_hidden_layers, model.config.num_attention_heads
@@ -56,7 +56,7 @@ def test_rank_sweep_on_tiny_model_follows_min_of_length_and_d_v(tiny_model, toke
 
 
 def test_rank_sweep_per_text_covers_every_length_at_a_fraction_of_the_cost(tiny_model, tokenizer):
-    encodings = [helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
+    encodings = [helpers.model.text.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
     lengths = [4, 6, 8, 10, 12, 16, 20, 24, 32]
     frame = helpers.rank_sweep(tiny_model, encodings, lengths, per_text=3, progress=False)
     jobs = frame[["text", "n"]].drop_duplicates()
@@ -81,7 +81,7 @@ def test_rank_sweep_bad_input(tiny_model, tokenizer):
 
 
 # ---- chapter 8: sink attention and naive identifiability tables
-from helpers.data import Example  # noqa: E402
+from helpers.model.corpus import Example  # noqa: E402
 
 
 def _pair_examples():
@@ -92,7 +92,7 @@ def _pair_examples():
 
 
 def test_sink_attention_table(tiny_model, tokenizer, one_thread):
-    table = helpers.sink_attention_table(tiny_model, tokenizer, _pair_examples())
+    table = helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, _pair_examples())
     L = tiny_model.config.num_hidden_layers
     assert list(table.layer) == list(range(1, L + 1))
     assert ((table.raw > 0) & (table.raw <= 1)).all()
@@ -101,15 +101,17 @@ def test_sink_attention_table(tiny_model, tokenizer, one_thread):
     example = _pair_examples()[0]
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, example.text_a, example.text_b))
     sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-    one = helpers.sink_attention_table(tiny_model, tokenizer, [example])
+    one = helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, [example])
     assert one.raw.iloc[0] == pytest.approx(float(internals.A[0, :, :, sink].mean()), rel=1e-5)
-    as_tuple = helpers.sink_attention_table(tiny_model, tokenizer, [(example.text_a, example.text_b)])
+    as_tuple = helpers.drivers.finetuning.sink_attention_table(
+        tiny_model, tokenizer, [(example.text_a, example.text_b)]
+    )
     assert as_tuple.raw.tolist() == one.raw.tolist()  # records may be Examples or (text, text_pair) tuples
     with pytest.raises(ValueError, match="No examples"):
-        helpers.sink_attention_table(tiny_model, tokenizer, [])
+        helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, [])
 
 
 def test_naive_identifiability_table(tiny_model, tokenizer, one_thread):
-    table = helpers.naive_identifiability_table(tiny_model, tokenizer, _pair_examples())
+    table = helpers.drivers.identifiability.naive_identifiability_table(tiny_model, tokenizer, _pair_examples())
     assert list(table.hidden_state) == list(range(tiny_model.config.num_hidden_layers + 1))
     assert ((table.rate >= 0) & (table.rate <= 1)).all()

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.text import check_single_sequence
+from helpers.model.text import check_single_sequence
 
 from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
 
@@ -55,17 +55,17 @@ def test_padded_batch_is_rejected(tokenizer):
 
 def test_prefix_encoding_keeps_the_start_and_the_closing_token(tokenizer):
     encoding = helpers.encode(tokenizer, LONG_TEXT)
-    prefix = helpers.prefix_encoding(encoding, 10)
+    prefix = helpers.model.text.prefix_encoding(encoding, 10)
     ids = prefix["input_ids"]
     assert ids.shape == (1, 10)
     assert torch.equal(ids[0, :9], encoding["input_ids"][0, :9])
     assert int(ids[0, -1]) == tokenizer.sep_token_id
     assert prefix["attention_mask"].shape == (1, 10) and prefix["token_type_ids"].shape == (1, 10)
-    full = helpers.prefix_encoding(encoding, encoding["input_ids"].shape[1])
+    full = helpers.model.text.prefix_encoding(encoding, encoding["input_ids"].shape[1])
     assert torch.equal(full["input_ids"], encoding["input_ids"])
 
 
 @pytest.mark.parametrize("length, error", [(1, ValueError), (10_000, ValueError), (5.0, TypeError), (True, TypeError)])
 def test_prefix_encoding_rejects_bad_lengths(tokenizer, length, error):
     with pytest.raises(error):
-        helpers.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), length)
+        helpers.model.text.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), length)

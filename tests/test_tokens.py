@@ -1,9 +1,9 @@
-"""Token classes and the attention they receive (helpers.tokens)."""
+"""Token classes and the attention they receive (helpers.methods.tokens)."""
 
 import pytest
 import torch
 
-from helpers.tokens import attention_to, is_punctuation, token_classes
+from helpers.methods.tokens import attention_to, is_punctuation, token_classes
 
 
 def test_token_classes_partition_the_sequence():

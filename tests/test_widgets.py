@@ -19,10 +19,10 @@ def head(tiny_model, tokenizer):
 
 
 def check_valid(explorer, A, T):
-    report = helpers.validity(explorer.alternative(), A, T)
-    assert report["min_entry"] >= -1e-12
-    assert report["row_sum_error"] < 1e-6  # A itself is float32
-    assert report["output_error"] < 1e-5
+    report = helpers.methods.nullspace.validity(explorer.alternative(), A, T)
+    assert report.min_entry >= -1e-12
+    assert report.row_sum_error < 1e-6  # A itself is float32
+    assert report.output_error < 1e-5
     assert explorer.output_change() < 1e-5
 
 
@@ -45,8 +45,8 @@ def test_every_corner_of_the_sliders_is_valid(head):
     explorer = helpers.NullSpaceExplorer(A, T, directions=2, seed=1)
     for a in (explorer.sliders[0].min, explorer.sliders[0].max):
         for b in (explorer.sliders[1].min, explorer.sliders[1].max):
-            report = helpers.validity(explorer.alternative([a, b]), A, T)
-            assert report["min_entry"] >= -1e-12 and report["row_sum_error"] < 1e-6 and report["output_error"] < 1e-5
+            report = helpers.methods.nullspace.validity(explorer.alternative([a, b]), A, T)
+            assert report.min_entry >= -1e-12 and report.row_sum_error < 1e-6 and report.output_error < 1e-5
     assert explorer.sliders[0].max >= 0.5 - 1e-9  # half the way to a vertex of the valid polytope
     # and the ranges are tight: one slider alone at twice its end leaves the simplex
     low, high = explorer.ranges[0]
@@ -56,10 +56,10 @@ def test_every_corner_of_the_sliders_is_valid(head):
 
 def test_explorer_takes_given_directions(head):
     A, T, tokens = head
-    D = helpers.null_direction(T, seed=2)
+    D = helpers.methods.nullspace.null_direction(T, seed=2)
     explorer = helpers.NullSpaceExplorer(A, T, directions=D[None].float())
     assert len(explorer.sliders) == 1
-    assert explorer.ranges[0] == pytest.approx(helpers.step_range(A, D.float()), rel=1e-5)
+    assert explorer.ranges[0] == pytest.approx(helpers.methods.nullspace.step_range(A, D.float()), rel=1e-5)
     explorer.sliders[0].value = explorer.sliders[0].min
     check_valid(explorer, A, T)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.word_classes import (
+from helpers.methods.word_classes import (
     WORD_CLASSES,
     class_summary,
     content_keeps_more_from,

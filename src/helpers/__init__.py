@@ -1,7 +1,31 @@
 """Helpers for the book *On Identifiability in Transformers, reproduced*.
 
-Data flows one way: text -> models -> internals -> method modules -> sweeps
-(corpus drivers) -> plots.
+The package has four floors; imports run down only (``tests/test_architecture.py``):
+
+* ``helpers.model``: getting at a model and its tensors (loading, families, capture, text,
+  the corpus, numbering, the shared input checks);
+* ``helpers.methods``: the maths, tensors in and tensors out;
+* ``helpers.drivers``: run a model over a corpus and tabulate;
+* ``helpers.book``: what only the chapters need (claims, the paper's numbers, notebook setup,
+  which model a chapter runs on, widgets, ``plots``).
+
+This module is the reader's surface: the few names a chapter, or a reader's own code, calls
+first. Everything else is reached by its floor, e.g.
+``helpers.methods.lp_bounds.attention_bounds`` or ``helpers.drivers.mixing.agreement_table``.
+
+Every chapter: ``load_model``, ``load_decoder``, ``load_for_chapter``, ``describe``,
+``encode``, ``tokens_of``, ``capture`` (-> ``Internals``), ``load_corpus``,
+``setup_notebook``, ``glue``, ``residual_text``, ``Claims``, ``paper``, ``plots``.
+
+* 2, the rank argument: ``numerical_rank``, ``patch_attention``, ``rank_sweep``.
+* 3, null spaces: ``alternative_family``, ``attention_bounds``, ``NullSpaceExplorer``.
+* 4, effective attention: ``effective_attention``, ``effective_attention_of``,
+  ``effective_attention_sweep``.
+* 5, token identifiability: ``collect_hidden_tokens``, ``probe_layers``.
+* 6, Hidden Token Attribution: ``hidden_token_attribution``, ``attribute_examples``.
+* 7, context mixing: ``context_mixing``, ``context_mixing_sweep``.
+* 8, fine-tuning: ``fine_tune``.
+* 9, a decoder: ``causal_effective_attention``, ``sink_sweep``.
 
 One numbering convention, everywhere a reader sees a number (tables, plot
 labels, docstrings, prose), as in the paper:
@@ -12,7 +36,7 @@ labels, docstrings, prose), as in the paper:
   ``head``); functions a reader calls with a layer or head
   (``patch_attention(model, layer=3, head=1, ...)``) take these numbers;
 * tensors keep Python's 0-based index (``internals.A[l - 1, h - 1]`` is layer
-  l, head h); only ``helpers.numbering`` converts.
+  l, head h); only ``helpers.model.numbering`` converts.
 
 One name per thing: the input embeddings (token + segment + position, before
 the embedding LayerNorm) are ``x``; the sequence length is ``n`` (the paper's
@@ -20,137 +44,98 @@ d_s); randomness is ``seed: int``; the Hidden Token Attribution estimator's
 sample count is ``samples`` (the word "probe" belongs to chapter 5's maps).
 """
 
-# ---- Beyond BERT: other families through the AttentionInterface, causal heads, the bundled decoder ----
-from . import attention_capture, causal, claims, families, numbering, paper, reference, sweeps
-from .attribution import (
-    Attribution,
-    cls_around_separator,
-    cls_segments,
-    cls_table,
-    compare_attributions,
-    contributions_from_norms,
-    distance_groups,
-    distance_table,
-    hidden_token_attribution,
-    own_input_is_largest,
-    self_contribution,
-    self_contribution_table,
-    share_own_input_not_largest,
-)
-from .causal import attention_on_position, causal_effective_attention, causal_null_dimensions, future_mass
-from .claims import ClaimFailed, Claims
-from .data import DataUnavailableError, Example, load_corpus, load_glue
-from .effective import EffectiveAttention, effective_attention, effective_attention_of
-from .families import (
-    CHAPTER_NEEDS,
-    UnsupportedFamilyError,
-    chapter_applies,
-    chapter_default_model,
-    family_of,
-    load_for_chapter,
-)
-from .hidden_tokens import HiddenTokens, collect_hidden_tokens
-from .internals import (
-    Internals,
-    attention_block_output,
-    attention_from_qk,
-    capture,
-    capture_generic,
-    finish_layer,
-    head_weights,
-    rebuild_hidden_states,
-)
-from .linalg import left_null_space, numerical_rank, pearson, range_basis, relative_output_change
-from .lp_bounds import AttentionBounds, attention_bounds, extreme_alternative
-from .models import (
-    DECODER_MODEL,
-    DEFAULT_MODEL,
-    Architecture,
-    ModelLoadError,
-    UnsupportedModelError,
-    check_supported,
-    describe,
-    load_decoder,
-    load_model,
-)
-from .notebook import glue, residual_text, setup_notebook
-from .nullspace import (
-    AlternativeFamily,
-    alternative_family,
-    compare_null_spaces,
-    null_direction,
-    null_projection,
-    null_space_dimensions,
-    principal_angles,
-    same_output_towards,
-    simplex_null_space,
-    step_range,
-    validity,
-)
-from .paper import BERT_BASE
-from .patching import AttentionPatch, hidden_state_change, patch_attention, run_patched
-from .plots import token_heatmap
-from .probes import (
-    COMBINATIONS,
-    LayerProbes,
-    TokenMap,
-    chance_rate,
-    evaluate_map,
-    fit_map,
-    fit_token_map,
-    fraction_curve,
-    generalisation_matrix,
-    identifiability_rate,
-    nearest_in_sentence,
-    neighbour_rates,
-    probe_layers,
-    split_by_sentence,
-)
-from .sweeps import attribute_examples, effective_attention_sweep, rank_sweep, sink_sweep, summarise_sink
-from .text import encode, prefix_encoding, tokens_of
-from .tokens import attention_to, summarise_token_classes, token_classes
-from .widgets import NullSpaceExplorer
+import importlib
+
+from . import book, drivers, methods, model
+from .book import paper
+from .book.chapters import load_for_chapter
+from .book.claims import Claims
+from .book.notebook import glue, residual_text, setup_notebook
+from .drivers.attribution import attribute_examples
+from .drivers.decoder import sink_sweep
+from .drivers.effective import effective_attention_sweep
+from .drivers.finetuning import fine_tune
+from .drivers.identifiability import collect_hidden_tokens, probe_layers
+from .drivers.mixing import context_mixing_sweep
+from .drivers.ranks import rank_sweep
+from .methods.attribution import hidden_token_attribution
+from .methods.causal import causal_effective_attention
+from .methods.effective import effective_attention, effective_attention_of
+from .methods.linalg import numerical_rank
+from .methods.lp_bounds import attention_bounds
+from .methods.mixing import context_mixing
+from .methods.nullspace import alternative_family
+from .model.capture import capture
+from .model.corpus import load_corpus
+from .model.decoder import load_decoder
+from .model.internals import Internals
+from .model.loading import describe, load_model
+from .model.patching import patch_attention
+from .model.text import encode, tokens_of
 
 __version__ = "0.1.0"
 
-# ---- chapters 3 (keys), 6 (word classes), 7 (context mixing), 8 (fine-tuning)
-from . import finetune, keys, mixing, word_classes
-from .finetune import FineTuned, PairClassifier, accuracy, fine_tune, majority_baseline, split_pairs
-from .keys import (
-    ProducibleAlternative,
-    dimension_count,
-    logit_rank_distance,
-    producible_alternative,
-    producible_dimension,
-    same_keys_freedom,
-)
-from .mixing import (
-    LayerDecomposition,
-    Mixing,
-    context_mixing,
-    decompose_layer,
-    leave_one_out,
-    local_hta,
-    local_measures,
-    row_spearman,
-)
-from .sweeps import (
-    MixingSweep,
-    ReferenceCheck,
-    agreement_table,
-    check_reference,
-    context_mixing_sweep,
-    cost_table,
-    naive_identifiability_table,
-    reference_shift,
-    reference_tables,
-    sink_attention_table,
-)
-from .word_classes import (
-    WORD_CLASSES,
-    class_summary,
-    content_keeps_more_from,
-    function_words,
-    self_contribution_by_class,
-    word_classes_of,
-)
+__all__ = [
+    # the floors
+    "model",
+    "methods",
+    "drivers",
+    "book",
+    # every chapter
+    "load_model",
+    "load_decoder",
+    "load_for_chapter",
+    "describe",
+    "encode",
+    "tokens_of",
+    "capture",
+    "Internals",
+    "load_corpus",
+    "setup_notebook",
+    "glue",
+    "residual_text",
+    "Claims",
+    "paper",
+    "plots",
+    # chapter 2
+    "numerical_rank",
+    "patch_attention",
+    "rank_sweep",
+    # chapter 3
+    "alternative_family",
+    "attention_bounds",
+    "NullSpaceExplorer",
+    # chapter 4
+    "effective_attention",
+    "effective_attention_of",
+    "effective_attention_sweep",
+    # chapter 5
+    "collect_hidden_tokens",
+    "probe_layers",
+    # chapter 6
+    "hidden_token_attribution",
+    "attribute_examples",
+    # chapter 7
+    "context_mixing",
+    "context_mixing_sweep",
+    # chapter 8
+    "fine_tune",
+    # chapter 9
+    "causal_effective_attention",
+    "sink_sweep",
+]
+
+# matplotlib, seaborn and ipywidgets load with the first plot or widget, not with ``import helpers``
+_LAZY = {"plots": ("helpers.book.plots", None), "NullSpaceExplorer": ("helpers.book.widgets", "NullSpaceExplorer")}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module_name, attribute = _LAZY[name]
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute) if attribute else module
+    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,104 @@
+"""Which chapters apply to which model, and the model a chapter runs on.
+
+Each chapter's first cell calls ``load_for_chapter(MODEL, chapter)``: the reader's model where
+the chapter's method applies to it, else a printed note saying why and the chapter's bundled
+default.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedModel
+
+from ..model.decoder import DECODER_MODEL
+from ..model.families import UnsupportedFamilyError, family_of
+from ..model.loaded import LoadedModel
+from ..model.loading import DEFAULT_MODEL, load_model
+
+__all__ = ["CHAPTER_NEEDS", "chapter_applies", "chapter_default_model", "load_for_chapter"]
+
+
+# What each chapter's method needs from the model:
+#   "bert-internals": the BERT fast path (finish_layer, patching, the layer-by-layer rebuild of
+#                      a post-norm BertModel; the trained token maps and HTA drivers use it too)
+#   "heads":          only per-head tensors A, V, H, T (any supported family)
+#   "bidirectional":  full (non-causal) attention, as in the paper's encoder
+#   "causal":         causal attention (a decoder)
+CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
+    "01_anatomy_of_a_head": ("bert-internals",),
+    "02_rank_argument": ("heads",),
+    "03_simplex_null_spaces": ("heads", "bidirectional"),
+    "04_effective_attention": ("heads", "bidirectional"),
+    "05_token_identifiability": ("bert-internals",),
+    "06_hidden_token_attribution": ("bert-internals",),
+    "07_context_mixing": ("bert-internals",),
+    "08_fine_tuning": ("bert-internals",),
+    "09_decoder_llm": ("heads", "causal"),
+}
+
+
+def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[str], show: bool = True) -> bool:
+    """Whether a chapter's method applies to ``model``; prints a clear note when it does not.
+
+    Args:
+        model: the loaded model.
+        needs: a chapter name from ``CHAPTER_NEEDS`` (e.g. ``"04_effective_attention"``), or the
+            needs themselves: any of ``"heads"``, ``"bert-internals"``, ``"bidirectional"``, ``"causal"``.
+        show: print the note (in a notebook it appears at the top of the chapter).
+
+    Returns:
+        ``True`` when every need is met; ``False`` (with the note) otherwise.
+    """
+    if isinstance(needs, str):
+        if needs in CHAPTER_NEEDS:
+            needs = CHAPTER_NEEDS[needs]
+        else:
+            needs = (needs,)
+    known = {"heads", "bert-internals", "bidirectional", "causal"}
+    unknown = [need for need in needs if need not in known]
+    if unknown:
+        raise ValueError(
+            f"Unknown needs {unknown}; use chapter names {sorted(CHAPTER_NEEDS)} or needs {sorted(known)}."
+        )
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    try:
+        family = family_of(model)
+    except UnsupportedFamilyError as err:
+        missing = [f"its family is not supported ({err})"]
+    else:
+        missing = []
+        if "bert-internals" in needs and not (family.name == "bert" and hasattr(model, "encoder")):
+            missing.append("the BERT-specific internals (a bare BertModel: finish_layer, patching, token maps)")
+        if "bidirectional" in needs and family.causal:
+            missing.append("bidirectional attention (this model is causal: see the decoder chapter)")
+        if "causal" in needs and not family.causal:
+            missing.append("causal attention (this model is a bidirectional encoder)")
+    if missing and show:
+        print(
+            f"Note: this chapter's method does not apply to {type(model).__name__} (model_type={model_type!r}): "
+            f"it needs {'; and '.join(missing)}."
+        )
+    return not missing
+
+
+def chapter_default_model(chapter: str) -> str:
+    """The bundled model a chapter runs on when ``BOOK_MODEL`` is unset or its method does not
+    apply to it: the decoder for a chapter that needs causal attention, the default encoder otherwise."""
+    if chapter not in CHAPTER_NEEDS:
+        raise ValueError(f"Unknown chapter {chapter!r}; known: {sorted(CHAPTER_NEEDS)}.")
+    return DECODER_MODEL if "causal" in CHAPTER_NEEDS[chapter] else DEFAULT_MODEL
+
+
+def load_for_chapter(name: str | None, chapter: str) -> LoadedModel:
+    """``load_model`` for a chapter's first cell: ``name`` (``None``: the chapter's bundled default),
+    or, where the chapter's method does not apply to that model, a printed note saying why and
+    the chapter's bundled default instead.
+
+    Returns:
+        ``LoadedModel(model, tokenizer)``.
+    """
+    default = chapter_default_model(chapter)
+    model, tokenizer = load_model(name or default)
+    if not chapter_applies(model, chapter):
+        print(f"Running on the bundled {default} instead.")
+        model, tokenizer = load_model(default)
+    return LoadedModel(model, tokenizer)

@@ -1,0 +1,283 @@
+"""Fine-tuning an encoder on sentence pairs with a classification head on [CLS] (chapter 8).
+
+The paper repeats its analyses on BERT fine-tuned for MRPC (its appendix).
+Offline, the book fine-tunes its own model on its own paraphrase pairs:
+
+* ``split_pairs``: a seeded held-out split, whole pairs on either side;
+* ``fine_tune``: a copy of the encoder plus a linear head on the last hidden
+  state of [CLS], trained with AdamW and cross-entropy, seeded (the order of
+  the batches, the head's initial weights and dropout); the caller's model is
+  never changed;
+* ``accuracy`` and ``majority_baseline``: the held-out accuracy and what
+  always answering the training set's most frequent label scores.
+
+The fine-tuned encoder comes back in eval mode with eager attention, so every
+other helper (``capture``, ``hidden_token_attribution`` ...) takes it as it is.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+
+from ..methods.effective import effective_attention_of
+from ..methods.tokens import attention_to
+from ..model.capture import capture
+from ..model.checks import check_supported
+from ..model.corpus import Split, check_records
+from ..model.numbering import check_count, layer_number
+from ..model.text import encode, text_pair_of
+
+__all__ = [
+    "PairClassifier",
+    "FineTuned",
+    "split_pairs",
+    "fine_tune",
+    "predict",
+    "accuracy",
+    "majority_baseline",
+    "sink_attention_table",
+]
+
+
+class PairClassifier(nn.Module):
+    """An encoder and a linear head on the last hidden state of [CLS]: logits (batch, labels)."""
+
+    def __init__(self, encoder: PreTrainedModel, labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, labels)
+
+    def forward(self, **batch) -> torch.Tensor:
+        hidden = self.encoder(**batch).last_hidden_state  # (batch, n, d)
+        return self.head(self.dropout(hidden[:, 0]))
+
+
+@dataclass
+class FineTuned:
+    """The result of ``fine_tune``: the classifier (its ``encoder`` is the fine-tuned model,
+    in eval mode) and the training loss of every step (``history``: epoch, step, loss)."""
+
+    classifier: PairClassifier
+    history: pd.DataFrame
+    labels: tuple[int, ...]
+
+    @property
+    def model(self) -> PreTrainedModel:
+        return self.classifier.encoder
+
+
+def _check_examples(examples: Sequence, what: str) -> list:
+    examples = list(examples)
+    if not examples:
+        raise ValueError(f"{what} is empty.")
+    for example in examples:
+        for field in ("text_a", "text_b", "label"):
+            if not hasattr(example, field):
+                raise TypeError(
+                    f"{what} must hold Example records (text_a, text_b, label); got {type(example).__name__}."
+                )
+        if not isinstance(example.text_a, str) or not isinstance(example.text_b, str):
+            raise ValueError(f"Example {getattr(example, 'id', '?')} is not a sentence pair (text_a and text_b).")
+        if isinstance(example.label, bool) or not isinstance(example.label, (int, np.integer)):
+            raise ValueError(f"Example {getattr(example, 'id', '?')} has no integer label (got {example.label!r}).")
+    return examples
+
+
+def split_pairs(examples: Sequence, test_fraction: float = 0.25, seed: int = 0) -> Split:
+    """Split sentence pairs into (train, test), whole pairs on one side, in a seeded random order.
+
+    The test set holds round(test_fraction * len) pairs (at least one each side).
+    """
+    examples = _check_examples(examples, "examples")
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1); got {test_fraction}.")
+    if len(examples) < 2:
+        raise ValueError("Need at least two pairs to split.")
+    order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed)).tolist()
+    size = min(len(examples) - 1, max(1, round(test_fraction * len(examples))))
+    test = sorted(order[:size])
+    train = sorted(order[size:])
+    return Split([examples[i] for i in train], [examples[i] for i in test])
+
+
+def _batch(tokenizer, examples: Sequence, device) -> dict[str, torch.Tensor]:
+    batch = tokenizer(
+        [e.text_a for e in examples], [e.text_b for e in examples], padding=True, truncation=False, return_tensors="pt"
+    )
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def _checked_lengths(tokenizer, examples: Sequence, limit: int) -> list[int]:
+    """Tokens of each pair; an error if one is longer than ``limit``."""
+    lengths = []
+    for example in examples:
+        n = len(tokenizer(example.text_a, example.text_b)["input_ids"])
+        if n > limit:
+            raise ValueError(f"Pair {getattr(example, 'id', '?')} has {n} tokens; the model takes at most {limit}.")
+        lengths.append(n)
+    return lengths
+
+
+def _length_bucketed_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """One epoch's batches: a seeded shuffle, sorted by length within windows of 8 batches
+    (so a batch pads little), the batches then in a seeded random order."""
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    window = 8 * batch_size
+    batches = []
+    for start in range(0, len(order), window):
+        part = sorted(order[start : start + window], key=lambda i: lengths[i])
+        batches += [part[s : s + batch_size] for s in range(0, len(part), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
+def fine_tune(
+    model: PreTrainedModel,
+    tokenizer,
+    train: Sequence,
+    epochs: int = 2,
+    batch_size: int = 16,
+    learning_rate: float = 5e-5,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    progress: bool = False,
+) -> FineTuned:
+    """Fine-tune a copy of ``model`` with a classification head on [CLS] over ``train`` pairs.
+
+    Args:
+        model: a BERT encoder (``load_model``); it is copied, never changed.
+        tokenizer: its tokenizer.
+        train: Example records with text_a, text_b and an integer label (at least two labels).
+        epochs, batch_size: passes over ``train`` and pairs per step; each epoch shuffles the
+            pairs (seeded) and groups pairs of similar length into a batch, so little is padded.
+        learning_rate, weight_decay: AdamW's, with the rate decaying linearly to 0.
+        seed: seeds the head's initial weights, the batch order and dropout; the same
+            seed on the same machine and thread count gives bit-identical weights.
+        progress: a progress bar over steps.
+
+    Returns:
+        ``FineTuned``: the classifier (encoder in eval mode) and the loss per step.
+    """
+    check_supported(model)
+    train = _check_examples(train, "train")
+    check_count(epochs, "epochs")
+    check_count(batch_size, "batch_size")
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate must be positive; got {learning_rate}.")
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be >= 0; got {weight_decay}.")
+    labels = tuple(sorted({int(e.label) for e in train}))
+    if len(labels) < 2:
+        raise ValueError(f"train holds only the label(s) {labels}: a classifier needs at least two.")
+    if labels != tuple(range(len(labels))):
+        raise ValueError(f"Labels must be 0..k-1; got {labels}.")
+    lengths = _checked_lengths(tokenizer, train, model.config.max_position_embeddings)
+
+    device = next(model.parameters()).device
+    torch.manual_seed(seed)  # the head's initial weights and dropout
+    classifier = PairClassifier(copy.deepcopy(model), len(labels), model.config.hidden_dropout_prob).to(device)
+    order_generator = torch.Generator().manual_seed(seed)
+    steps_per_epoch = -(-len(train) // batch_size)
+    total = epochs * steps_per_epoch
+    optimiser = torch.optim.AdamW(classifier.parameters(), lr=learning_rate, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 1.0 - step / total)
+    loss_function = nn.CrossEntropyLoss()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="fine-tuning", unit="step")
+    rows = []
+    classifier.train()
+    try:
+        for epoch in range(1, epochs + 1):
+            for batch_indices in _length_bucketed_batches(lengths, batch_size, order_generator):
+                chosen = [train[i] for i in batch_indices]
+                targets = torch.tensor([int(e.label) for e in chosen], device=device)
+                loss = loss_function(classifier(**_batch(tokenizer, chosen, device)), targets)
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                schedule.step()
+                rows.append({"epoch": epoch, "step": len(rows) + 1, "loss": float(loss.detach())})
+                if bar is not None:
+                    bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+        classifier.eval()
+    return FineTuned(classifier, pd.DataFrame(rows), labels)
+
+
+@torch.no_grad()
+def predict(classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32) -> torch.Tensor:
+    """Predicted labels of sentence pairs: (len(examples),) integers (classifier in eval mode)."""
+    examples = _check_examples(examples, "examples")
+    check_count(batch_size, "batch_size")
+    if classifier.training:
+        raise ValueError("The classifier is in training mode (dropout on); call classifier.eval() first.")
+    device = next(classifier.parameters()).device
+    out = [
+        classifier(**_batch(tokenizer, examples[s : s + batch_size], device)).argmax(-1).cpu()
+        for s in range(0, len(examples), batch_size)
+    ]
+    return torch.cat(out)
+
+
+def accuracy(classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32) -> float:
+    """Share of ``examples`` whose predicted label is their label."""
+    examples = _check_examples(examples, "examples")
+    predicted = predict(classifier, tokenizer, examples, batch_size)
+    return float((predicted == torch.tensor([int(e.label) for e in examples])).double().mean())
+
+
+def majority_baseline(train: Sequence, test: Sequence) -> float:
+    """Accuracy on ``test`` of always answering the most frequent label of ``train`` (ties: the smallest)."""
+    train = _check_examples(train, "train")
+    test = _check_examples(test, "test")
+    counts = Counter(int(e.label) for e in train)
+    majority = min(label for label, count in counts.items() if count == max(counts.values()))  # ties: smallest label
+    return float(np.mean([int(e.label) == majority for e in test]))
+
+
+def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) -> pd.DataFrame:
+    """Raw and effective attention to each sequence's sink token, per layer, averaged over examples.
+
+    The sink of a sequence is the token that receives the most raw attention
+    (summed over layers, heads and queries), chosen by data. For each layer:
+    ``raw`` = mean over heads and queries of A[i, sink] (a share of 1) and
+    ``effective`` = the same of A_eff. Returns ``layer, raw, effective, sink,
+    sink_share``: the most common sink token and the share of examples whose sink it is.
+    """
+    examples = check_records(examples)
+    raw, effective, sinks = [], [], []
+    for index, example in enumerate(examples):
+        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
+        internals = capture(model, encoding)
+        sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
+        mask = torch.zeros(internals.n, dtype=torch.bool)
+        mask[sink] = True
+        split = effective_attention_of(internals)
+        raw.append(attention_to(internals.A, mask).mean(dim=-1))  # (L,)
+        effective.append(attention_to(split.effective, mask).mean(dim=-1))
+        sinks.append(tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])))
+    common = max(sorted(set(sinks)), key=sinks.count)
+    raw_mean, effective_mean = torch.stack(raw).mean(0), torch.stack(effective).mean(0)
+    return pd.DataFrame(
+        {
+            "layer": [layer_number(i) for i in range(len(raw_mean))],
+            "raw": raw_mean.double().numpy(),
+            "effective": effective_mean.double().numpy(),
+            "sink": common,
+            "sink_share": sinks.count(common) / len(sinks),
+        }
+    )

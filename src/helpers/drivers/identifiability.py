@@ -1,0 +1,355 @@
+"""Token identifiability over a corpus: the hidden tokens of every example, the maps per hidden state and the tables of chapter 5."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from transformers import PreTrainedModel
+
+from ..methods.hidden_tokens import HiddenTokens, Text
+from ..methods.probes import (
+    COMBINATIONS,
+    LOSSES,
+    MAP_KINDS,
+    TokenMap,
+    check_choice,
+    check_disjoint,
+    check_hidden_state,
+    evaluate_map,
+    fit_map,
+    fit_token_map,
+    identifiability_rate,
+    nearest_in_sentence,
+    neighbour_rows,
+)
+from ..model.checks import check_supported, float32_model
+from ..model.corpus import check_records
+from ..model.numbering import check_seed
+from ..model.text import text_pair_of
+
+
+@torch.no_grad()
+def collect_hidden_tokens(
+    model: PreTrainedModel,
+    tokenizer,
+    texts: Sequence[Text],
+    batch_size: int = 64,
+    progress: bool = True,
+) -> HiddenTokens:
+    """Hidden states at every layer and input embeddings of every real token.
+
+    One forward pass per batch of padded sequences; padding tokens are
+    dropped afterwards, so each token's states equal those of an unpadded
+    pass over its own sequence (up to float rounding).
+
+    Args:
+        model: a BERT encoder in eval mode (``load_model``).
+        tokenizer: its tokenizer.
+        texts: S items, each a string, a ``(text, text_pair)`` tuple or an
+            ``Example`` (a pair becomes one sequence ``[CLS] a [SEP] b [SEP]``).
+            Sequence s gets id s.
+        batch_size: sequences per forward pass.
+        progress: show a progress bar over batches.
+
+    Returns:
+        ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d)``.
+
+    Raises:
+        ValueError: no texts, an empty text, a sequence longer than the model
+            takes, a bad batch size or a model in training mode.
+    """
+    check_supported(model)
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+    if isinstance(texts, (str, tuple)):
+        raise TypeError("texts must be a list of texts (or pairs); wrap a single text in a list.")
+    pairs = [text_pair_of(item, i) for i, item in enumerate(texts)]
+    if not pairs:
+        raise ValueError("No texts given: collect_hidden_tokens needs at least one sequence.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    batch_size = int(batch_size)
+    if getattr(tokenizer, "padding_side", "right") != "right":
+        raise ValueError(
+            "The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'."
+        )
+    has_pair = [b is not None for _, b in pairs]
+    limit = model.config.max_position_embeddings
+    if any(has_pair) and getattr(model.config, "type_vocab_size", 2) < 2:
+        raise ValueError("This model takes one segment (type_vocab_size = 1): give single texts, not sentence pairs.")
+    model = float32_model(model)  # bfloat16 / float16 models: the states are computed by a float32 copy
+
+    # batch sequences of similar length (less padding); single texts and pairs apart,
+    # since the tokenizer takes a batch of either
+    lengths = [len(tokenizer(a, b, truncation=False)["input_ids"]) for a, b in pairs]
+    too_long = [i for i, n in enumerate(lengths) if n > limit]
+    if too_long:
+        i = too_long[0]
+        raise ValueError(
+            f"Sequence {i} has {lengths[i]} tokens but the model takes at most {limit}; "
+            "shorten it (nothing is truncated silently)."
+        )
+    order = sorted(range(len(pairs)), key=lambda i: (has_pair[i], lengths[i]))
+    batches = []
+    for flag in (False, True):
+        same = [i for i in order if has_pair[i] == flag]
+        batches += [same[k : k + batch_size] for k in range(0, len(same), batch_size)]
+
+    from tqdm.auto import tqdm
+
+    raw: list[torch.Tensor] = []
+    hook = model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
+    hidden, inputs, sentence, position, input_ids = [], [], [], [], []
+    try:
+        for batch in tqdm(batches, desc="hidden states", disable=not progress):
+            first = [pairs[i][0] for i in batch]
+            second = [pairs[i][1] for i in batch] if has_pair[batch[0]] else None
+            encoding = tokenizer(first, second, padding=True, truncation=False, return_tensors="pt").to(model.device)
+            if int(encoding["input_ids"].max()) >= model.config.vocab_size:
+                raise ValueError(
+                    f"The tokenizer gives token ids up to {int(encoding['input_ids'].max())} but the model's vocabulary "
+                    f"has {model.config.vocab_size}: use the tokenizer that load_model returns with the model."
+                )
+            raw.clear()
+            result = model(**encoding, output_hidden_states=True)
+            mask = encoding["attention_mask"].bool()  # (B, n)
+            states = torch.stack(result.hidden_states)  # (L+1, B, n, d)
+            hidden.append(states[:, mask].cpu())
+            inputs.append(raw[0][mask].cpu())
+            ids = torch.tensor(batch, device=mask.device)
+            sentence.append(ids[:, None].expand_as(mask)[mask].cpu())
+            position.append(torch.arange(mask.shape[1], device=mask.device).expand_as(mask)[mask].cpu())
+            input_ids.append(encoding["input_ids"][mask].cpu())
+    finally:
+        hook.remove()
+    sentence_all = torch.cat(sentence)
+    order = torch.sort(sentence_all, stable=True).indices  # back to the order of ``texts``
+    return HiddenTokens(
+        hidden=torch.cat(hidden, dim=1)[:, order],
+        x=torch.cat(inputs)[order],
+        sentence=sentence_all[order],
+        position=torch.cat(position)[order],
+        input_ids=torch.cat(input_ids)[order],
+    )
+
+
+@dataclass
+class LayerProbes:
+    """Per-layer identifiability for several (map, loss) combinations.
+
+    ``table``: one row per (map, loss, hidden_state) with the test rate (and the
+    training-set rate, column ``train``, when asked for).
+    ``maps[(kind, loss)]``: the fitted maps, one per hidden state, in order.
+    """
+
+    table: pd.DataFrame
+    maps: dict[tuple[str, str], list[TokenMap]] = field(default_factory=dict)
+
+
+def _hidden_states(tokens: HiddenTokens, hidden_states: Iterable[int] | None) -> list[int]:
+    if hidden_states is None:
+        return list(range(tokens.hidden.shape[0]))
+    chosen = [check_hidden_state(tokens, s) for s in hidden_states]
+    if not chosen:
+        raise ValueError("No hidden states given.")
+    return chosen
+
+
+def probe_layers(
+    train: HiddenTokens,
+    test: HiddenTokens,
+    combinations: Sequence[tuple[str, str]] = COMBINATIONS,
+    hidden_states: Iterable[int] | None = None,
+    train_rates: bool = False,
+    progress: bool = True,
+    **options,
+) -> LayerProbes:
+    """Fit every (map, loss) combination at every hidden state on ``train``; rate it on ``test``.
+
+    Hidden states default to 0..L (0 = the embedding LayerNorm output). With
+    ``train_rates`` the table also gets the rate on the training set (to
+    see overfitting). ``options`` go to ``fit_map``.
+    """
+    from tqdm.auto import tqdm
+
+    check_disjoint(train, test)
+    chosen = _hidden_states(train, hidden_states)
+    for kind, loss in combinations:
+        check_choice(kind, MAP_KINDS, "map kind")
+        check_choice(loss, LOSSES, "loss")
+    rows, maps = [], {}
+    jobs = [(kind, loss, state) for kind, loss in combinations for state in chosen]
+    for kind, loss, state in tqdm(jobs, desc="probes", disable=not progress):
+        fitted = fit_token_map(train, state, kind, loss, **options)
+        maps.setdefault((kind, loss), []).append(fitted)
+        row = {"map": kind, "loss": loss, "hidden_state": state, "test": evaluate_map(fitted, test)}
+        if train_rates:
+            row["train"] = evaluate_map(fitted, train)
+        rows.append(row)
+    return LayerProbes(pd.DataFrame(rows), maps)
+
+
+def generalisation_matrix(
+    maps: Sequence[TokenMap], test: HiddenTokens, hidden_states: Iterable[int] | None = None
+) -> torch.Tensor:
+    """Rate of each map (trained on its own hidden state) applied to every test hidden state.
+
+    Returns (len(maps), len(hidden_states)): entry (i, j) is the test rate of
+    ``maps[i]`` on the hidden tokens of ``hidden_states[j]`` (default 0..L).
+    """
+    if len(maps) == 0:
+        raise ValueError("No maps given: pass the maps of probe_layers, e.g. probes.maps[('linear', 'cosine')].")
+    if any(m.offset != 0 for m in maps):
+        raise ValueError("generalisation_matrix takes maps to the token itself (offset 0), not neighbour maps.")
+    chosen = _hidden_states(test, hidden_states)
+    N, d = test.hidden.shape[1:]
+    queries_sentence = test.sentence.repeat(len(chosen))  # all hidden states in one search: (len(chosen) * N,)
+    own = torch.arange(N)
+    out = torch.empty(len(maps), len(chosen))
+    for i, token_map in enumerate(maps):
+        predicted = token_map(test.hidden[chosen].reshape(-1, d))
+        nearest = nearest_in_sentence(predicted, queries_sentence, test.x, test.sentence, token_map.distance)
+        out[i] = (nearest.view(len(chosen), N) == own).float().mean(dim=1)
+    return out
+
+
+def fraction_curve(
+    train: HiddenTokens,
+    test: HiddenTokens,
+    fractions: Sequence[float] = (0.5, 0.8, 0.9, 1.0),
+    kinds: Sequence[str] = ("linear", "mlp"),
+    loss: str = "cosine",
+    hidden_state: int = -1,
+    seed: int = 0,
+    progress: bool = True,
+    **options,
+) -> pd.DataFrame:
+    """Test rate at ``hidden_state`` (default -1: the last, L) against the fraction of training sequences used.
+
+    The subsets are nested.
+    Returns a table with columns map, fraction, sentences, tokens, rate.
+    """
+    from tqdm.auto import tqdm
+
+    check_disjoint(train, test)
+    seed = check_seed(seed)
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions must be non-empty and each in (0, 1]; got {list(fractions)}.")
+    ids = train.sentence_ids
+    permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
+    rows = []
+    jobs = [(kind, f) for kind in kinds for f in fractions]
+    for kind, f in tqdm(jobs, desc="training fractions", disable=not progress):
+        subset = train.select(permuted[: max(1, math.ceil(f * len(ids)))].sort().values)
+        fitted = fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options)
+        rows.append(
+            {
+                "map": kind,
+                "fraction": f,
+                "sentences": len(subset.sentence_ids),
+                "tokens": len(subset),
+                "rate": evaluate_map(fitted, test),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _interior(tokens: HiddenTokens, offsets: Sequence[int]) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """Rows of the tokens that have a neighbour at every offset, and those neighbours' rows."""
+    keep = torch.ones(len(tokens), dtype=torch.bool)
+    for k in offsets:
+        has = torch.zeros(len(tokens), dtype=torch.bool)
+        has[neighbour_rows(tokens.sentence, tokens.position, k)[0]] = True
+        keep &= has
+    rows = torch.nonzero(keep).squeeze(1)
+    if rows.numel() == 0:
+        raise ValueError(f"No token has neighbours at all the offsets {list(offsets)}: the sequences are too short.")
+    targets = {}
+    for k in offsets:
+        sources, found = neighbour_rows(tokens.sentence, tokens.position, k)
+        lookup = torch.full((len(tokens),), -1, dtype=torch.long)
+        lookup[sources] = found
+        targets[k] = lookup[rows]
+    return rows, targets
+
+
+def neighbour_rates(
+    train: HiddenTokens,
+    test: HiddenTokens,
+    offsets: Iterable[int] = range(-3, 4),
+    hidden_states: Iterable[int] | None = None,
+    kind: str = "linear",
+    loss: str = "l2",
+    progress: bool = True,
+    **options,
+) -> pd.DataFrame:
+    """Test rate of recovering x_{i+k} from e_i^l, one map per (hidden state l, k).
+
+    Only tokens that have a neighbour at *every* offset take part (in
+    training and testing), so each offset is scored on the same tokens. For
+    linear + L2 the maps of all offsets come from one least-squares solve
+    per hidden state (its columns decouple, so this is exact and cheap).
+
+    Returns a table with columns hidden_state, offset, rate.
+    """
+    from tqdm.auto import tqdm
+
+    check_disjoint(train, test)
+    check_choice(kind, MAP_KINDS, "map kind")
+    check_choice(loss, LOSSES, "loss")
+    offsets = list(offsets)
+    if not offsets:
+        raise ValueError("No offsets given.")
+    chosen = _hidden_states(train, hidden_states)
+    train_rows, train_targets = _interior(train, offsets)
+    test_rows, test_targets = _interior(test, offsets)
+    d_in = train.x.shape[1]
+    rows = []
+    for state in tqdm(chosen, desc="neighbours", disable=not progress):
+        hidden = train.hidden[state, train_rows]
+        if kind == "linear" and loss == "l2":
+            joint = fit_map(
+                hidden, torch.cat([train.x[train_targets[k]] for k in offsets], dim=1), kind, loss, **options
+            )
+            maps = [joint.module.weight[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
+            biases = [joint.module.bias[i * d_in : (i + 1) * d_in] for i in range(len(offsets))]
+
+            def predict(i, e, maps=maps, biases=biases):
+                return e @ maps[i].T + biases[i]
+        else:
+            fitted = [fit_map(hidden, train.x[train_targets[k]], kind, loss, **options) for k in offsets]
+
+            def predict(i, e, fitted=fitted):
+                return fitted[i](e)
+
+        with torch.no_grad():  # one nearest-token search for all offsets of this hidden state
+            predicted = torch.cat([predict(i, test.hidden[state, test_rows]) for i in range(len(offsets))])
+            query_sentence = test.sentence[test_rows].repeat(len(offsets))
+            nearest = nearest_in_sentence(predicted, query_sentence, test.x, test.sentence, loss)
+            hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
+        rows += [
+            {"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)
+        ]
+    return pd.DataFrame(rows)
+
+
+def naive_identifiability_table(
+    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
+) -> pd.DataFrame:
+    """Naive (identity map) token identifiability per hidden state 0..L over ``examples``.
+
+    Token i of a sequence is identified at hidden state l when its hidden vector is
+    nearest (``distance``) to its own input embedding x_i among the inputs of its sequence.
+    Returns ``hidden_state, rate``.
+    """
+    examples = check_records(examples)
+    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
+    rates = [
+        identifiability_rate(tokens.hidden[i], tokens.x, tokens.sentence, distance) for i in range(tokens.layers + 1)
+    ]
+    return pd.DataFrame({"hidden_state": range(tokens.layers + 1), "rate": rates})

@@ -1,0 +1,259 @@
+"""Context mixing over a corpus: every measure against HTA, the reference check and the cost table (chapter 7)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..methods import mixing
+from ..methods.linalg import row_spearman, spearman
+from ..model.capture import capture
+from ..model.numbering import check_seed
+from ..model.text import encode
+
+MIXING_MEASURES = (
+    ("attention", {}),
+    ("attention_norm", {}),
+    ("attention_norm", {"effective": True}),
+    ("norm_residual", {}),
+    ("norm_residual", {"effective": True}),
+    ("norm_residual_ln", {}),
+    ("norm_residual_ln", {"effective": True}),
+    ("globenc", {}),
+    ("globenc", {"effective": True}),
+    ("alti", {}),
+    ("alti", {"effective": True}),
+    ("value_zeroing", {}),
+)
+
+
+@dataclass
+class MixingSweep:
+    """Tables of ``context_mixing_sweep``.
+
+    ``agreement``: one row per (example, measure, kind, layer, hidden token) with the
+    Spearman correlation ``rho`` of the measure's row with the reference's row (kind
+    "global": rollout / global measures against HTA; "local": one layer against
+    layer-local HTA). ``loo``: one row per (example, measure): Spearman of the
+    measure's last-layer score of each input token (averaged over hidden tokens) with
+    the leave-one-out change of the sentence embedding, special tokens left out.
+    """
+
+    agreement: pd.DataFrame
+    loo: pd.DataFrame
+    hta_options: dict
+    local_samples: int | None
+
+
+def _timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> list[dict]:
+    L, n = rho.shape
+    return [
+        {
+            "example": example,
+            "measure": measure,
+            "kind": kind,
+            **extra,
+            "layer": k + 1,
+            "token": i,
+            "rho": float(rho[k, i]),
+        }
+        for k in range(L)
+        for i in range(n)
+    ]
+
+
+def _global_measures(model, internals, measures) -> dict[str, mixing.Mixing]:
+    """Every measure of ``measures`` after rollout, and grad_input, of one captured sequence."""
+    results = {}
+    for local in mixing.local_measures(model, internals, measures):
+        rolled = mixing.rolled_out(local)
+        results[rolled.name] = rolled
+    grad = mixing.Mixing(
+        scores=mixing.normalise_rows(mixing.grad_input_scores(model, internals)), method="grad_input", rollout=False
+    )
+    results[grad.name] = grad
+    return results
+
+
+def context_mixing_sweep(
+    model,
+    tokenizer,
+    examples: Iterable,
+    measures: Sequence[tuple[str, dict]] = MIXING_MEASURES,
+    hta_options: dict | None = None,
+    local_samples: int | None = 8,
+    local_examples: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> MixingSweep:
+    """Every measure on every example, against HTA (global) and layer-local HTA (local).
+
+    Each example is captured once and its local measures share one decomposition per
+    layer (``mixing.local_measures``); ``check_reference`` times each measure on its own.
+
+    Args:
+        examples: records with ``id``, ``text_a`` and optional ``text_b`` (``load_corpus``).
+        measures: (method, options) pairs of local measures; each runs once per layer
+            (local) and with rollout (global). ``grad_input`` always runs as a global measure.
+        hta_options: options of the HTA reference (``context_mixing(..., "hta", **options)``),
+            default exact.
+        local_samples: sample count of the layer-local HTA estimate (None: exact).
+        local_examples: compare local measures with layer-local HTA on only the first this
+            many examples (None: all); it costs about as much as HTA itself.
+        seed: seed of both estimates.
+        progress: show a progress bar over the examples.
+    """
+    hta_options = {"estimator": "exact", **(hta_options or {})}
+    if hta_options["estimator"] == "estimate":
+        hta_options.setdefault("seed", seed)
+    agreement, loo_rows = [], []
+    special = set(tokenizer.all_special_ids)
+    examples = list(examples)
+    for number, example in enumerate(tqdm(examples, desc="context mixing", disable=not progress)):
+        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        internals = capture(model, encoding)
+        hta = mixing.context_mixing(model, encoding, "hta", **hta_options)
+        loo = mixing.leave_one_out(model, encoding, tokenizer.mask_token_id)
+        keep = torch.tensor([int(t) not in special for t in encoding["input_ids"][0]])
+        if local_examples is None or number < local_examples:
+            local = mixing.local_hta(model, encoding, samples=local_samples, seed=seed)
+            for result in mixing.local_measures(model, internals, measures):
+                agreement += _rows(example.id, result.name, "local", row_spearman(result.scores, local.scores))
+        results = {"hta": hta, **_global_measures(model, internals, measures)}
+        for name, result in results.items():
+            if name != "hta":
+                agreement += _rows(example.id, name, "global", row_spearman(result.scores, hta.scores))
+            received = result.scores[-1].mean(0)  # (n,) each input's share, averaged over hidden tokens
+            loo_rows.append({"example": example.id, "measure": name, "rho": spearman(received[keep], loo[keep])})
+    return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), hta_options, local_samples)
+
+
+def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
+    """Median Spearman with the reference, measure x layer (columns 1..L), for one kind.
+
+    ``sweep``: a ``MixingSweep``, or any object whose ``agreement`` has the columns
+    kind, measure, layer, rho.
+    """
+    rows = sweep.agreement[sweep.agreement["kind"] == kind]
+    if rows.empty:
+        raise ValueError(f"No rows of kind {kind!r}; kinds: {sorted(sweep.agreement['kind'].unique())}.")
+    return _median_table(rows)
+
+
+def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median ``rho`` per measure (rows) and layer (columns), the measures in a fixed order.
+
+    The order is that of ``mixing.METHODS``, each measure before its effective-attention
+    variant. An order by value would swap two measures whose medians nearly tie, and so
+    change the table from one CPU to another.
+    """
+    table = rows.groupby(["measure", "layer"])["rho"].median().unstack("layer")
+    return table.loc[sorted(table.index, key=_measure_order)]
+
+
+def _measure_order(measure: str) -> tuple[int, bool, str]:
+    """Sort key of a measure's name ("globenc+eff rollout"): its method's place in ``mixing.METHODS``."""
+    method, _, _ = measure.split(" ")[0].partition("+")
+    place = mixing.METHODS.index(method) if method in mixing.METHODS else len(mixing.METHODS)
+    return place, "+eff" in measure, measure
+
+
+@dataclass
+class ReferenceCheck:
+    """Tables of ``check_reference``: exact HTA against its estimate, on a few examples.
+
+    ``agreement``: one row per (example, measure, reference, layer, hidden token): the
+    Spearman ``rho`` of a global measure's row with exact HTA (``reference="exact"``)
+    or with the estimate (``reference="estimate"``). ``estimate``: one row per
+    (example, layer, hidden token): Spearman of the estimate's row with the exact row.
+    ``cost``: seconds per example for each measure called on its own through
+    ``context_mixing`` (local measures with rollout), exact HTA and the estimate
+    included, measured in this run, with the sequence length ``n``.
+    """
+
+    agreement: pd.DataFrame
+    estimate: pd.DataFrame
+    cost: pd.DataFrame
+    samples: int
+
+
+def check_reference(
+    model,
+    tokenizer,
+    examples: Iterable,
+    samples: int,
+    measures: Sequence[tuple[str, dict]] = MIXING_MEASURES,
+    seed: int = 0,
+    progress: bool = True,
+) -> ReferenceCheck:
+    """Exact HTA and its ``samples``-sample estimate on a few examples: how far the estimate is
+    from exact, whether it would change any measure's agreement, and what everything costs.
+
+    Exact HTA costs n d forward-mode tangents per example (minutes for a pair of 40
+    tokens on two CPU cores): pass short examples. Every measure is timed as a reader
+    would call it, ``context_mixing(model, encoding, method, rollout=True, **options)``.
+    """
+    check_seed(seed)
+    agreement, estimate_rows, cost = [], [], []
+    for example in tqdm(list(examples), desc="exact HTA", disable=not progress):
+        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        n = int(encoding["input_ids"].shape[1])
+        seconds, exact = _timed(mixing.context_mixing, model, encoding, "hta")
+        cost.append({"example": example.id, "n": n, "measure": "hta (exact)", "seconds": seconds})
+        seconds, estimate = _timed(
+            mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=samples, seed=seed
+        )
+        cost.append(
+            {"example": example.id, "n": n, "measure": f"hta (estimate, {samples} samples)", "seconds": seconds}
+        )
+        estimate_rows += _rows(example.id, "hta (estimate)", "exact", row_spearman(estimate.scores, exact.scores))
+        calls = [(method, {"rollout": True, **options}) for method, options in measures] + [("grad_input", {})]
+        for method, options in calls:
+            seconds, result = _timed(mixing.context_mixing, model, encoding, method, **options)
+            cost.append({"example": example.id, "n": n, "measure": result.name, "seconds": seconds})
+            for name, reference in (("exact", exact), ("estimate", estimate)):
+                rho = row_spearman(result.scores, reference.scores)
+                agreement += _rows(example.id, result.name, "global", rho, reference=name)
+    return ReferenceCheck(pd.DataFrame(agreement), pd.DataFrame(estimate_rows), pd.DataFrame(cost), samples)
+
+
+class ReferenceTables(NamedTuple):
+    """The agreement tables of a ``ReferenceCheck`` (measure x layer, median Spearman)."""
+
+    exact: pd.DataFrame  # against exact HTA
+    estimate: pd.DataFrame  # against the estimate
+
+
+def reference_tables(check: ReferenceCheck) -> ReferenceTables:
+    """The agreement tables of ``check`` (as ``agreement_table``) against exact HTA and against the estimate."""
+    tables = {reference: _median_table(rows) for reference, rows in check.agreement.groupby("reference")}
+    return ReferenceTables(exact=tables["exact"], estimate=tables["estimate"])
+
+
+def reference_shift(check: ReferenceCheck) -> pd.DataFrame:
+    """How much the estimate moves each measure's agreement: measure x layer (columns 1..L).
+
+    The median Spearman of a measure's rows with the estimate, minus the same with
+    exact HTA, over the hidden tokens of ``check``'s examples.
+    """
+    tables = reference_tables(check)
+    return tables.estimate - tables.exact.loc[tables.estimate.index]
+
+
+def cost_table(check: ReferenceCheck) -> pd.DataFrame:
+    """Median seconds per example per measure, and the ratio to exact HTA, from ``check_reference``."""
+    table = check.cost.groupby("measure")["seconds"].median().to_frame("seconds per sentence")
+    table["fraction of exact HTA"] = table["seconds per sentence"] / table.loc["hta (exact)", "seconds per sentence"]
+    return table.sort_values("seconds per sentence")

@@ -1,0 +1,34 @@
+"""Floor 2, the methods: the maths, tensors in and tensors out. Imports only the model floor.
+
+A method never loads a model, runs a corpus or draws.
+
+* :mod:`~helpers.methods.linalg`: numerical rank, null spaces, correlations.
+* :mod:`~helpers.methods.nullspace`, :mod:`~helpers.methods.lp_bounds`, :mod:`~helpers.methods.keys`:
+  alternative attention with the same output (chapters 2-3).
+* :mod:`~helpers.methods.effective`, :mod:`~helpers.methods.causal`, :mod:`~helpers.methods.tokens`:
+  effective attention, bidirectional and causal, and attention per token class (chapters 4, 9).
+* :mod:`~helpers.methods.hidden_tokens`, :mod:`~helpers.methods.probes`: maps from hidden tokens back
+  to input tokens (chapter 5).
+* :mod:`~helpers.methods.jacobians`, :mod:`~helpers.methods.attribution`,
+  :mod:`~helpers.methods.word_classes`: Hidden Token Attribution (chapter 6).
+* :mod:`~helpers.methods.decomposition`, :mod:`~helpers.methods.mixing`: context-mixing measures (chapter 7).
+* :mod:`~helpers.methods.reference`: slow, obviously correct versions the tests compare against.
+"""
+
+from . import (
+    attribution,
+    causal,
+    decomposition,
+    effective,
+    hidden_tokens,
+    jacobians,
+    keys,
+    linalg,
+    lp_bounds,
+    mixing,
+    nullspace,
+    probes,
+    reference,
+    tokens,
+    word_classes,
+)

@@ -1,0 +1,438 @@
+"""Token identifiability: maps from hidden tokens back to input tokens (paper section 4).
+
+A map ``g`` sends the hidden token ``e_i^l`` of hidden state ``l`` (0..L, 0 = the embedding output) to input space;
+token i is *identified* when, among the input tokens ``x_j`` of its own
+sequence, the nearest to ``g(e_i^l)`` is ``x_i``. The identifiability rate is
+the fraction of tokens identified. Three maps, two losses, the distance of
+the nearest-neighbour search matching the loss:
+
+    naive    g(e) = e                          (no training)
+    linear   g(e) = e W + b                    L2: closed-form least squares
+                                               cosine: Adam from the least-squares fit
+    mlp      g(e) = e W + b + relu(z W1 + b1) W2 + b2,   z = standardised e
+             (one hidden layer of width 256 and a linear skip connection,
+             started at the least-squares fit; seeded mini-batch Adam)
+
+Train and test sets are split by sequence, never by token (``split_by_sentence``),
+so no sequence contributes tokens to both. The experiments over hidden states
+(``probe_layers``, ``generalisation_matrix``, ``fraction_curve``, ``neighbour_rates``) are
+in :mod:`helpers.drivers.identifiability`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..model.corpus import Split
+from ..model.numbering import check_seed
+from .hidden_tokens import HiddenTokens
+
+MAP_KINDS = ("naive", "linear", "mlp")
+LOSSES = ("l2", "cosine")
+COMBINATIONS = tuple((kind, loss) for kind in MAP_KINDS for loss in LOSSES)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_choice(value: str, choices: Sequence[str], name: str) -> None:
+    if value not in choices:
+        raise ValueError(f"Unknown {name} {value!r}; choose one of {list(choices)}.")
+
+
+def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
+    for name, value in (("hidden", hidden), ("targets", targets)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}.")
+        if value.dim() != 2:
+            raise ValueError(f"{name} must be (N, d); got shape {tuple(value.shape)}.")
+    if hidden.shape[0] != targets.shape[0]:
+        raise ValueError(
+            f"hidden has {hidden.shape[0]} tokens but targets has {targets.shape[0]}; they must match row for row."
+        )
+    if hidden.shape[0] == 0:
+        raise ValueError("No tokens to fit a map on: the training set is empty.")
+
+
+def check_hidden_state(tokens: HiddenTokens, hidden_state: int) -> int:
+    """The tensor index of ``hidden_state`` (0..L; negative counts from the end, -1 = L)."""
+    if isinstance(hidden_state, bool) or not isinstance(hidden_state, numbers.Integral):
+        raise TypeError(f"hidden_state must be an integer, got {type(hidden_state).__name__} {hidden_state!r}.")
+    if not -tokens.hidden.shape[0] <= hidden_state < tokens.hidden.shape[0]:
+        raise ValueError(
+            f"hidden_state {hidden_state} is out of range: the tokens hold hidden states 0..{tokens.layers} "
+            "(0 = the embedding output)."
+        )
+    return int(hidden_state) % tokens.hidden.shape[0]
+
+
+# --------------------------------------------------------------------------- maps
+
+
+class SkipMLP(nn.Module):
+    """``e W + b + relu(z W1 + b1) W2 + b2`` with ``z = (e - mean) / std``: (..., d) -> (..., d_out)."""
+
+    def __init__(self, d: int, d_out: int, width: int, mean: torch.Tensor, std: torch.Tensor) -> None:
+        super().__init__()
+        self.linear = nn.Linear(d, d_out)
+        self.hidden = nn.Linear(d, width)
+        self.out = nn.Linear(width, d_out)
+        nn.init.zeros_(self.out.weight)  # start exactly at the linear map
+        nn.init.zeros_(self.out.bias)
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        z = (e - self.mean) / self.std
+        return self.linear(e) + self.out(torch.relu(self.hidden(z)))
+
+
+@dataclass
+class TokenMap:
+    """A fitted map from hidden tokens (..., d) to input space (..., d_in)."""
+
+    kind: str
+    loss: str
+    module: nn.Module
+    hidden_state: int | None = None  # the hidden state (0..L) it was trained on
+    offset: int = 0  # trained to recover x_{i + offset} from e_i
+
+    @property
+    def distance(self) -> str:
+        """The distance used to find the nearest input token: the one the map was trained with."""
+        return self.loss
+
+    @torch.no_grad()
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.module(hidden)
+
+
+def _linear_least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) -> nn.Linear:
+    """argmin_{W, b} ||hidden W + b - targets||^2 (+ a tiny relative ridge).
+
+    With X = [hidden, 1] and the Cholesky factor G = X^T X = L L^T (float64),
+    Z = X L^{-T} has orthonormal columns, so the one large product Z^T Y is
+    safe in float32; then W = L^{-T} Z^T Y.
+    """
+    N, d = hidden.shape
+    X = torch.cat([hidden.double(), torch.ones(N, 1, dtype=torch.float64)], dim=1)  # (N, d + 1)
+    gram = X.T @ X
+    gram += ridge * gram.diagonal().mean() * torch.eye(d + 1, dtype=torch.float64)
+    L, info = torch.linalg.cholesky_ex(gram)
+    if info != 0:
+        raise ValueError("The hidden tokens are linearly dependent (singular normal equations); fit with ridge > 0.")
+    Z = torch.linalg.solve_triangular(L, X.T, upper=False).T.float()  # (N, d + 1)
+    coefficients = (Z.T @ targets.float()).double()  # (d + 1, d_in)
+    solution = torch.linalg.solve_triangular(L.T, coefficients, upper=True)  # (d + 1, d_in)
+    linear = nn.Linear(d, targets.shape[1])
+    with torch.no_grad():
+        linear.weight.copy_(solution[:-1].T)
+        linear.bias.copy_(solution[-1])
+    return linear
+
+
+def _loss(predicted: torch.Tensor, targets: torch.Tensor, loss: str) -> torch.Tensor:
+    if loss == "l2":
+        return ((predicted - targets) ** 2).sum(dim=-1).mean()
+    return (1 - nn.functional.cosine_similarity(predicted, targets, dim=-1)).mean()
+
+
+def fit_map(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    kind: str = "linear",
+    loss: str = "cosine",
+    seed: int = 0,
+    ridge: float = 1e-6,
+    width: int = 256,
+    epochs: int = 4,
+    batch_size: int = 512,
+    lr: float = 2e-3,
+) -> TokenMap:
+    """Fit ``g`` so that ``g(hidden[i])`` is close to ``targets[i]``.
+
+    Args:
+        hidden: (N, d) hidden tokens of one layer.
+        targets: (N, d_in) the input tokens they should map to.
+        kind: ``"naive"`` (identity; needs d == d_in), ``"linear"`` or ``"mlp"``.
+        loss: ``"l2"`` (squared Euclidean) or ``"cosine"`` (1 - cosine similarity).
+        seed: seeds the MLP's initialisation and batch order.
+        ridge: Tikhonov term relative to the mean diagonal of the Gram matrix
+            (keeps the normal equations well posed; 1e-6 changes nothing else).
+        width: the MLP's hidden width.
+        epochs, batch_size, lr: the Adam schedule (linear + cosine and MLP).
+
+    Returns:
+        A ``TokenMap``. Linear + L2 is the exact least-squares solution.
+        Linear + cosine starts from the least-squares fit to unit-length
+        targets; the MLP starts at the matching linear fit (its non-linear
+        branch at zero). Both are then trained by the same seeded mini-batch
+        Adam.
+    """
+    check_choice(kind, MAP_KINDS, "map kind")
+    check_choice(loss, LOSSES, "loss")
+    _check_pairs(hidden, targets)
+    seed = check_seed(seed)
+    hidden, targets = hidden.float(), targets.float()
+    if kind == "naive":
+        if hidden.shape[1] != targets.shape[1]:
+            raise ValueError(
+                f"The naive map is the identity: it needs hidden and input tokens of one size, got {hidden.shape[1]} and {targets.shape[1]}."
+            )
+        return TokenMap(kind, loss, nn.Identity())
+    # cosine ignores each target's length: fit the linear start to unit-length targets
+    aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets
+    linear = _linear_least_squares(hidden, aim, ridge)
+    if kind == "linear":
+        if loss == "cosine":
+            _adam(linear, hidden, targets, loss, seed, epochs, batch_size, lr)
+        return TokenMap(kind, loss, linear.eval())
+    std, mean = torch.std_mean(hidden, dim=0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        mlp = SkipMLP(hidden.shape[1], targets.shape[1], width, mean, std.clamp_min(1e-6))
+    mlp.linear.load_state_dict(linear.state_dict())
+    _adam(mlp, hidden, targets, loss, seed, epochs, batch_size, lr)
+    return TokenMap(kind, loss, mlp.eval())
+
+
+def _adam(
+    module: nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    loss: str,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+) -> None:
+    """Seeded mini-batch Adam on ``loss``: ``epochs`` passes in about ``batch_size``-token batches."""
+    generator = torch.Generator().manual_seed(seed)
+    optimiser = torch.optim.Adam(module.parameters(), lr=lr)
+    N = hidden.shape[0]
+    batches = max(1, round(N / batch_size))  # equal batches: no tiny, noisy last batch
+    with _one_thread():
+        for _ in range(epochs):
+            for rows in torch.tensor_split(torch.randperm(N, generator=generator), batches):
+                optimiser.zero_grad()
+                _loss(module(hidden[rows]), targets[rows], loss).backward()
+                optimiser.step()
+
+
+@contextmanager
+def _one_thread():
+    """Run many small mini-batch steps on one thread.
+
+    Each step is a handful of small matrix products; with several threads,
+    every product ends in a synchronisation, and on a busy machine the
+    threads spin waiting for each other (measured here: 10-20x slower than
+    one thread). The previous setting is restored afterwards.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+# --------------------------------------------------------------------------- nearest input, rates
+
+
+def _slots(group: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Position of each item within its group, and the group sizes: (K,), (G,)."""
+    order = torch.argsort(group, stable=True)
+    counts = torch.bincount(group, minlength=groups)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(group)
+    slot[order] = torch.arange(group.shape[0]) - starts[group[order]]
+    return slot, counts
+
+
+def nearest_in_sentence(
+    queries: torch.Tensor,
+    query_sentence: torch.Tensor,
+    inputs: torch.Tensor,
+    input_sentence: torch.Tensor,
+    distance: str = "cosine",
+) -> torch.Tensor:
+    """For each query, the row of the nearest input token of the same sequence.
+
+    Args:
+        queries: (M, d) mapped hidden tokens g(e_i).
+        query_sentence: (M,) sequence id of each query.
+        inputs: (N, d) input tokens x_j.
+        input_sentence: (N,) sequence id of each input token.
+        distance: ``"l2"`` or ``"cosine"``.
+
+    Returns:
+        (M,) long: row indices into ``inputs``.
+    """
+    check_choice(distance, LOSSES, "distance")
+    if queries.dim() != 2 or inputs.dim() != 2:
+        raise ValueError(
+            f"queries and inputs must be (M, d) and (N, d); got {tuple(queries.shape)} and {tuple(inputs.shape)}."
+        )
+    if queries.shape[1] != inputs.shape[1]:
+        raise ValueError(
+            f"queries have size {queries.shape[1]} but input tokens {inputs.shape[1]}: map to input space first."
+        )
+    if query_sentence.shape != (queries.shape[0],) or input_sentence.shape != (inputs.shape[0],):
+        raise ValueError("Each query and each input token needs exactly one sentence id.")
+    if queries.shape[0] == 0 or inputs.shape[0] == 0:
+        raise ValueError("No tokens: nearest_in_sentence needs at least one query and one input token.")
+    ids, input_group = torch.unique(input_sentence, return_inverse=True)
+    query_group = torch.searchsorted(ids, query_sentence).clamp_max(len(ids) - 1)
+    if not torch.equal(ids[query_group], query_sentence):
+        raise ValueError("Some queries come from sequences that have no input tokens here.")
+    G = len(ids)
+    in_slot, in_counts = _slots(input_group, G)
+    q_slot, q_counts = _slots(query_group, G)
+    d = inputs.shape[1]
+    padded_inputs = torch.zeros(G, int(in_counts.max()), d)
+    padded_inputs[input_group, in_slot] = inputs.float()
+    rows = torch.full((G, padded_inputs.shape[1]), -1, dtype=torch.long)
+    rows[input_group, in_slot] = torch.arange(inputs.shape[0])
+    padded_queries = torch.zeros(G, int(q_counts.max()), d)
+    padded_queries[query_group, q_slot] = queries.float()
+    if distance == "cosine":
+        scores = -nn.functional.normalize(padded_queries, dim=-1) @ nn.functional.normalize(
+            padded_inputs, dim=-1
+        ).transpose(1, 2)
+    else:
+        # squared distance |q|^2 - 2 q.x + |x|^2 (the |q|^2 term does not change the argmin)
+        scores = (padded_inputs**2).sum(-1)[:, None, :] - 2 * padded_queries @ padded_inputs.transpose(1, 2)
+    scores = scores.masked_fill(rows[:, None, :] < 0, float("inf"))  # padding is never the nearest
+    best = scores.argmin(dim=-1)  # (G, m)
+    return rows[query_group, best[query_group, q_slot]]
+
+
+class NeighbourRows(NamedTuple):
+    """Pairs of rows: ``sources[k]``'s neighbour is ``targets[k]``, each (M,)."""
+
+    sources: torch.Tensor
+    targets: torch.Tensor
+
+
+def neighbour_rows(sentence: torch.Tensor, position: torch.Tensor, offset: int) -> NeighbourRows:
+    """Rows (i, j) where token j is token i's neighbour ``offset`` places on, in the same sequence.
+
+    sentence, position: (N,). Returns sources (M,) and targets (M,); tokens
+    whose neighbour would fall outside their sequence are left out.
+    """
+    if sentence.shape != position.shape or sentence.dim() != 1:
+        raise ValueError("sentence and position must be two (N,) tensors.")
+    span = int(position.max()) + abs(offset) + 1
+    key = sentence * span + position
+    order = torch.argsort(key)
+    wanted = key + offset
+    found = torch.searchsorted(key[order], wanted).clamp_max(len(key) - 1)
+    hit = key[order][found] == wanted
+    valid = hit & (position + offset >= 0)
+    return NeighbourRows(torch.nonzero(valid).squeeze(1), order[found[valid]])
+
+
+def identifiability_rate(
+    predicted: torch.Tensor,
+    inputs: torch.Tensor,
+    sentence: torch.Tensor,
+    distance: str = "cosine",
+    position: torch.Tensor | None = None,
+    offset: int = 0,
+) -> float:
+    """Fraction of tokens whose mapped hidden state is nearest to their own input token.
+
+    Args:
+        predicted: (N, d) g(e_i), row i for token i.
+        inputs: (N, d) x_i, row i for token i.
+        sentence: (N,) sequence ids; the search runs within a sequence.
+        distance: ``"l2"`` or ``"cosine"``.
+        position: (N,) positions, needed when ``offset != 0``.
+        offset: score against x_{i + offset} instead of x_i (neighbour recovery).
+    """
+    if predicted.shape[0] != inputs.shape[0]:
+        raise ValueError(f"{predicted.shape[0]} predictions for {inputs.shape[0]} input tokens; give one per token.")
+    if offset == 0:
+        sources = targets = torch.arange(inputs.shape[0])
+    else:
+        if position is None:
+            raise ValueError("Neighbour recovery (offset != 0) needs the token positions.")
+        sources, targets = neighbour_rows(sentence, position, offset)
+        if sources.numel() == 0:
+            raise ValueError(f"No token has a neighbour at offset {offset} in its sequence.")
+    nearest = nearest_in_sentence(predicted[sources], sentence[sources], inputs, sentence, distance)
+    return (nearest == targets).float().mean().item()
+
+
+def chance_rate(tokens: HiddenTokens) -> float:
+    """Expected rate of a map that picks a token of the sequence at random: mean of 1 / length."""
+    lengths = tokens.lengths
+    return (1 / lengths.float()).repeat_interleave(lengths).mean().item()
+
+
+# --------------------------------------------------------------------------- splits and fits on HiddenTokens
+
+
+def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: int = 0) -> Split:
+    """Random train/test split of whole sequences (no sequence in both).
+
+    Returns ``(train, test)``; the test set gets ``round(test_fraction * S)``
+    sequences, at least one, and the training set at least one.
+    """
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction}.")
+    seed = check_seed(seed)
+    ids = tokens.sentence_ids
+    if len(ids) < 2:
+        raise ValueError(f"Splitting needs at least two sequences, got {len(ids)}.")
+    permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
+    n_test = min(max(1, round(test_fraction * len(ids))), len(ids) - 1)
+    return Split(tokens.select(permuted[n_test:].sort().values), tokens.select(permuted[:n_test].sort().values))
+
+
+def check_disjoint(train: HiddenTokens, test: HiddenTokens) -> None:
+    shared = torch.isin(train.sentence_ids, test.sentence_ids)
+    if shared.any():
+        raise ValueError(
+            f"{int(shared.sum())} sequences appear in both the training and the test set "
+            f"(ids {train.sentence_ids[shared][:5].tolist()}...): split by sentence with split_by_sentence."
+        )
+
+
+def fit_token_map(
+    tokens: HiddenTokens, hidden_state: int, kind: str = "linear", loss: str = "cosine", offset: int = 0, **options
+) -> TokenMap:
+    """Fit a map from hidden state ``hidden_state``'s tokens (0..L) to the input tokens ``offset`` places on.
+
+    ``options`` go to ``fit_map`` (seed, width, epochs ...).
+    """
+    hidden_state = check_hidden_state(tokens, hidden_state)
+    if offset == 0:
+        sources = targets = torch.arange(len(tokens))
+    else:
+        sources, targets = neighbour_rows(tokens.sentence, tokens.position, offset)
+    fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, **options)
+    fitted.hidden_state, fitted.offset = hidden_state, offset
+    return fitted
+
+
+def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | None = None) -> float:
+    """Identifiability rate of ``token_map`` on ``tokens`` at ``hidden_state`` (default: the one it was trained on)."""
+    hidden_state = token_map.hidden_state if hidden_state is None else hidden_state
+    if hidden_state is None:
+        raise ValueError("The map has no training hidden state; say which hidden_state to evaluate.")
+    hidden_state = check_hidden_state(tokens, hidden_state)
+    predicted = token_map(tokens.hidden[hidden_state])
+    return identifiability_rate(
+        predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset
+    )
+
+
+# --------------------------------------------------------------------------- experiments

@@ -1,0 +1,318 @@
+"""One forward pass -> :class:`~helpers.model.internals.Internals`, on two paths.
+
+``capture`` is the BERT fast path: the encoder's layers run one by one and every tensor of the
+paper's notation is read off them. ``capture_generic`` takes any supported family (Llama, Qwen2,
+GPT-2, ...) through transformers' AttentionInterface:
+
+transformers (5.x) routes self-attention of most families through
+``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``. The function
+registered here computes exactly what the models' eager functions compute,
+
+    A = softmax(Q K^T * scaling + mask)        (optionally soft-capped logits)
+    output = A V                               (K, V repeated for grouped-query heads)
+
+and, inside ``recording()``, appends one ``HeadRecord`` per call. The mask
+function is registered under the same name (``eager_mask``): without it the
+models silently drop the causal and padding masks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import BatchEncoding, PreTrainedModel
+
+from .checks import check_supported, float32_model
+from .internals import Internals, head_weights
+from .text import check_encoding, check_single_sequence
+
+CAPTURE = "helpers_capture"
+
+
+@dataclass
+class HeadRecord:
+    """One call of the attention function: one layer, the whole batch.
+
+    B batch, h query heads, h_kv key/value heads, n queries, k keys, d_v head size.
+    """
+
+    module: nn.Module
+    Q: torch.Tensor  # (B, h, n, d_v), as the model passed it (rotated for RoPE models)
+    K: torch.Tensor  # (B, h_kv, k, d_v)
+    V: torch.Tensor  # (B, h_kv, k, d_v)
+    A: torch.Tensor  # (B, h, n, k)
+    scaling: float
+
+
+_recorders: list[list[HeadRecord]] = []
+
+
+def repeat_kv(X: torch.Tensor, groups: int) -> torch.Tensor:
+    """(B, h_kv, k, d_v) -> (B, h_kv * groups, k, d_v): each key/value head serves ``groups`` query heads in a row."""
+    if groups == 1:
+        return X
+    return X.repeat_interleave(groups, dim=1)
+
+
+def eager_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The eager attention every supported family uses, recording Q, K, V, A when a recorder is active.
+
+    query: (B, h, n, d_v); key, value: (B, h_kv, k, d_v). Returns ``(output (B, n, h, d_v), A (B, h, n, k))``.
+    """
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    groups = query.shape[1] // key.shape[1]
+    keys, values = repeat_kv(key, groups), repeat_kv(value, groups)
+    logits = query @ keys.transpose(-1, -2) * scaling
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
+    if attention_mask is not None:
+        mask = attention_mask[..., : keys.shape[-2]]
+        if mask.dtype == torch.bool:  # True = may attend
+            logits = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+        else:
+            logits = logits + mask
+    A = torch.softmax(logits, dim=-1, dtype=torch.float32).to(query.dtype)
+    A = nn.functional.dropout(A, p=dropout, training=module.training)
+    if _recorders:
+        _recorders[-1].append(HeadRecord(module, query, key, value, A, float(scaling)))
+    output = A @ values
+    return output.transpose(1, 2).contiguous(), A
+
+
+def register() -> str:
+    """Register the function and its mask under ``CAPTURE`` (idempotent); returns the name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(CAPTURE, eager_attention)
+    AttentionMaskInterface.register(CAPTURE, eager_mask)
+    return CAPTURE
+
+
+@contextlib.contextmanager
+def recording(model: nn.Module) -> Iterator[list[HeadRecord]]:
+    """Within the block, ``model`` runs the capture function and every call is appended to the yielded list.
+
+    The model's attention implementation is restored afterwards.
+    """
+    register()
+    previous = model.config._attn_implementation
+    records: list[HeadRecord] = []
+    _recorders.append(records)
+    try:
+        model.set_attn_implementation(CAPTURE)
+        yield records
+    finally:
+        _recorders.pop()
+        model.set_attn_implementation(previous)
+
+
+@torch.no_grad()
+def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
+    """Run the model once on one sequence and return every tensor the chapters need.
+
+    Args:
+        model: a BERT encoder loaded with eager attention (``load_model``); models of the
+            other supported families (``helpers.model.families``) go through ``capture_generic``.
+        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
+
+    A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
+
+    Raises:
+        UnsupportedModelError, ValueError: wrong model or encoding (``helpers.model.text.check_encoding``:
+        padding, ids outside the vocabulary or the token types, too long).
+    """
+    if getattr(getattr(model, "config", None), "model_type", None) != "bert":
+        return capture_generic(model, encoding)  # every other family: through the AttentionInterface
+    check_supported(model)
+    check_encoding(model, encoding)
+    model = float32_model(model)  # the identities hold at float32 precision, not at bfloat16's
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+
+    dense_outputs: dict[int, torch.Tensor] = {}
+    raw_embeddings: list[torch.Tensor] = []
+    hooks = [model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw_embeddings.append(i[0]))]
+    for index, layer in enumerate(model.encoder.layer):
+        hooks.append(
+            layer.attention.output.dense.register_forward_hook(
+                lambda m, i, o, index=index: dense_outputs.__setitem__(index, o)
+            )
+        )
+    try:
+        result = model(**encoding, output_attentions=True, output_hidden_states=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+    hidden = torch.stack(result.hidden_states)[:, 0]  # (L+1, n, d)
+    E = hidden[:-1]
+    weights = [head_weights(model, layer) for layer in range(len(model.encoder.layer))]
+    stacked = {key: torch.stack([w[key] for w in weights]) for key in weights[0]}
+
+    def project(W, b):
+        return torch.einsum("lnd,lhde->lhne", E, W) + b[:, :, None, :]
+
+    Q = project(stacked["W_Q"], stacked["b_Q"])
+    K = project(stacked["W_K"], stacked["b_K"])
+    V = project(stacked["W_V"], stacked["b_V"])
+    T = V @ stacked["H"]
+    return Internals(
+        input_ids=encoding["input_ids"][0],
+        x=raw_embeddings[0][0],
+        E=E,
+        Q=Q,
+        K=K,
+        V=V,
+        A=torch.stack(result.attentions)[:, 0],
+        W_V=stacked["W_V"],
+        b_V=stacked["b_V"],
+        H=stacked["H"],
+        b_O=stacked["b_O"],
+        T=T,
+        attention_output=torch.stack([dense_outputs[i][0] for i in range(len(dense_outputs))]),
+        hidden_states=hidden,
+    )
+
+
+def _first_tensor(output) -> torch.Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+def _forward_inputs(base: PreTrainedModel, encoding: BatchEncoding) -> dict:
+    """The encoding's entries the base model's forward accepts (DistilBERT takes no token_type_ids)."""
+    accepted = inspect.signature(base.forward).parameters
+    inputs = {key: value for key, value in encoding.items() if key in accepted}
+    if "use_cache" in accepted:
+        inputs["use_cache"] = False
+    return inputs
+
+
+@torch.no_grad()
+def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
+    """``capture`` for any supported family, through transformers' AttentionInterface.
+
+    The model runs once with the capture attention function (``eager_attention`` above),
+    which records Q, K, V and A per layer; hooks record each layer's input, the input its
+    Q, K, V are computed from (``normed``: the normalised copy in pre-norm models) and the
+    input and output of W^O. Grouped-query heads: ``V``, ``W_V`` and ``b_V`` hold one copy per
+    query head (query head j uses key/value head ``j // groups``), so ``T = V H`` per query head.
+
+    Args:
+        model: a model of a family in ``helpers.model.families.FAMILIES`` (a task model is fine: its
+            base model is run), in eval mode.
+        encoding: one unpadded sequence, input_ids ``(1, n)``.
+
+    Raises:
+        UnsupportedFamilyError: unknown family, or a model whose attention bypasses the interface.
+        ValueError: training mode, a batch, too many tokens.
+    """
+    from .families import (
+        UnsupportedFamilyError,
+        family_of,
+        layer_modules,
+        output_projection,
+        submodule,
+        value_projection,
+    )
+
+    family = family_of(model)
+    n = check_single_sequence(encoding)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and n > limit:
+        raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+    base = model.base_model
+    layers = layer_modules(model)
+    L = model.config.num_hidden_layers
+    owner = {id(sub): index for index, layer in enumerate(layers) for sub in layer.modules()}
+
+    seen: dict[str, list] = {"x": [], "block_in": [], "block_out": [], "normed": [], "out": []}
+
+    def block_input(module, args, kwargs):
+        seen["block_in"].append(args[0] if args else kwargs["hidden_states"])
+
+    hooks = []
+    for layer in layers:
+        hooks.append(layer.register_forward_pre_hook(block_input, with_kwargs=True))
+        hooks.append(layer.register_forward_hook(lambda m, i, o: seen["block_out"].append(_first_tensor(o))))
+        hooks.append(submodule(layer, family.value).register_forward_pre_hook(lambda m, i: seen["normed"].append(i[0])))
+        hooks.append(submodule(layer, family.output).register_forward_hook(lambda m, i, o: seen["out"].append(o)))
+    if family.embedding_norm is not None:
+        norm = submodule(base, family.embedding_norm)
+        hooks.append(norm.register_forward_pre_hook(lambda m, i: seen["x"].append(i[0])))
+    try:
+        with recording(model) as records:
+            base(**_forward_inputs(base, encoding))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if not records:
+        raise UnsupportedFamilyError(
+            f"{type(model).__name__} never called the attention function: it computes attention itself, "
+            "bypassing transformers' AttentionInterface, so its heads cannot be captured."
+        )
+    counts = {
+        "attention calls": len(records),
+        **{key: len(seen[key]) for key in ("block_in", "block_out", "normed", "out")},
+    }
+    if any(count != L for count in counts.values()):
+        raise UnsupportedFamilyError(
+            f"Expected one call per layer ({L}); got {counts}: unexpected layout for {type(model).__name__}."
+        )
+
+    Q = torch.stack([r.Q[0] for r in records])  # (L, h, n, d_v)
+    heads, d_v = Q.shape[1], Q.shape[-1]
+    kv_heads = records[0].K.shape[1]
+    groups = heads // kv_heads
+    K = torch.stack([repeat_kv(r.K, groups)[0] for r in records])
+    V = torch.stack([repeat_kv(r.V, groups)[0] for r in records])
+    W_V, b_V, H, b_O = [], [], [], []
+    for record in records:
+        layer = layers[owner[id(record.module)]]
+        w, b = value_projection(model, layer, kv_heads, d_v)
+        W_V.append(w.repeat_interleave(groups, dim=0))
+        b_V.append(b.repeat_interleave(groups, dim=0))
+        h_rows, bias = output_projection(model, layer, heads, d_v)
+        H.append(h_rows)
+        b_O.append(bias)
+    H = torch.stack(H)
+    E = torch.stack([e[0] for e in seen["block_in"]])
+    x = seen["x"][0][0] if seen["x"] else E[0]
+    return Internals(
+        input_ids=encoding["input_ids"][0],
+        x=x,
+        E=E,
+        Q=Q,
+        K=K,
+        V=V,
+        A=torch.stack([r.A[0] for r in records]),
+        W_V=torch.stack(W_V),
+        b_V=torch.stack(b_V),
+        H=H,
+        b_O=torch.stack(b_O),
+        T=V @ H,
+        attention_output=torch.stack([o[0] for o in seen["out"]]),
+        hidden_states=torch.cat([E, seen["block_out"][-1][:1]]),
+        family=family.name,
+        causal=family.causal,
+        kv_heads=kv_heads,
+        normed=torch.stack([x_[0] for x_ in seen["normed"]]),
+    )

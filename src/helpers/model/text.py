@@ -1,0 +1,182 @@
+"""Turning text into one model-ready, unpadded encoding, with early checks."""
+
+from __future__ import annotations
+
+import numbers
+import unicodedata
+from typing import NamedTuple
+
+import torch
+from transformers import BatchEncoding, PreTrainedModel
+
+
+def encode(
+    tokenizer,
+    text: str,
+    text_pair: str | None = None,
+    model: PreTrainedModel | None = None,
+) -> BatchEncoding:
+    """Tokenize one text (or sentence pair) as a batch of one, without padding.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        text: first segment; must contain a non-space character.
+        text_pair: optional second segment (token_type_ids 1).
+        model: if given, the encoding is checked against its maximum length
+            and moved to its device.
+
+    Returns:
+        A ``BatchEncoding`` with ``input_ids``, ``token_type_ids`` and
+        ``attention_mask``, each ``(1, n)``.
+
+    Raises:
+        ValueError: empty text, or more tokens than the model takes.
+    """
+    for label, value in (("text", text), ("text_pair", text_pair)):
+        if value is None and label == "text_pair":
+            continue
+        if not isinstance(value, str):
+            raise TypeError(f"{label} must be a string, got {type(value).__name__}.")
+        if not value.strip():
+            raise ValueError(f"{label} is empty: give at least one word to encode.")
+        if not visible_text(value):
+            raise ValueError(
+                f"{label} holds only invisible characters (zero-width, control or format characters): "
+                "it is empty after normalisation; give at least one word to encode."
+            )
+        if not tokenizer(value, add_special_tokens=False)["input_ids"]:
+            raise ValueError(f"The tokenizer finds no token in {label} {value!r}; give at least one word to encode.")
+    encoding = tokenizer(text, text_pair, return_tensors="pt", truncation=False)
+    n = encoding["input_ids"].shape[1]
+    if model is not None:
+        limit = model.config.max_position_embeddings
+        if n > limit:
+            raise ValueError(
+                f"The text has {n} tokens but the model takes at most {limit}; "
+                "shorten it (the book never truncates silently)."
+            )
+        check_encoding(model, encoding)
+        encoding = encoding.to(model.device)
+    return encoding
+
+
+class TextPair(NamedTuple):
+    """One record as the tokenizer takes it: a text and its optional second segment."""
+
+    text: str
+    text_pair: str | None
+
+
+def text_pair_of(item, index: int = 0) -> TextPair:
+    """``(text, text_pair or None)`` of one record: a string, a ``(text, text_pair)`` tuple or an
+    ``Example`` (anything with ``text_a`` and ``text_b``). ``index`` names the item in errors."""
+    if hasattr(item, "text_a"):  # helpers.model.corpus.Example
+        a, b = item.text_a, getattr(item, "text_b", None)
+    elif isinstance(item, str):
+        a, b = item, None
+    elif isinstance(item, tuple) and len(item) == 2:
+        a, b = item
+    else:
+        raise TypeError(
+            f"Item {index} is a {type(item).__name__}; give a string, a (text, text_pair) tuple or an Example."
+        )
+    for value in (a, b) if b is not None else (a,):
+        if not isinstance(value, str):
+            raise TypeError(f"Item {index}: texts must be strings, got {type(value).__name__}.")
+        if not visible_text(value):
+            raise ValueError(
+                f"Item {index} has an empty text (nothing visible): every sequence needs at least one word."
+            )
+    return TextPair(a, b)
+
+
+def visible_text(text: str) -> str:
+    """``text`` without the characters a tokenizer drops: whitespace, control (Cc),
+    format (Cf: zero-width spaces and joiners, BOM) and unassigned (Cn) code points."""
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf", "Cn", "Zs"))
+
+
+def tokens_of(tokenizer, encoding: BatchEncoding) -> list[str]:
+    """The wordpiece strings of a batch-of-one encoding, in order."""
+    ids = encoding["input_ids"]
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise ValueError(f"Expected a batch of one, input_ids of shape (1, n); got {tuple(ids.shape)}.")
+    return tokenizer.convert_ids_to_tokens(ids[0].tolist())
+
+
+def check_single_sequence(encoding: BatchEncoding) -> int:
+    """Return n for a batch-of-one, unpadded encoding; raise otherwise."""
+    ids = encoding["input_ids"]
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != 1:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"Expected one sequence, input_ids of shape (1, n); got {shape}. Use helpers.encode.")
+    if ids.shape[1] == 0:
+        raise ValueError("The encoding has no tokens.")
+    mask = encoding.get("attention_mask")
+    if mask is not None and not bool(mask.all()):
+        raise ValueError("The encoding is padded; the method works on the unpadded sequence. Use helpers.encode.")
+    return ids.shape[1]
+
+
+def check_encoding(model: PreTrainedModel, encoding: BatchEncoding) -> int:
+    """Return n for one unpadded sequence that ``model`` can run; raise a clear error otherwise.
+
+    Checks, before any forward pass: one sequence ``(1, n)`` of integer ids; no
+    padding (by the attention mask or, without one, by the model's pad_token_id);
+    token ids inside the vocabulary; token_type ids inside the model's
+    ``type_vocab_size`` (a sentence pair needs 2); at most
+    ``max_position_embeddings`` tokens.
+    """
+    n = check_single_sequence(encoding)
+    ids = encoding["input_ids"]
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise TypeError(f"input_ids must be integer token ids, got dtype {ids.dtype}. Use helpers.encode.")
+    config = model.config
+    pad = getattr(config, "pad_token_id", None)
+    if encoding.get("attention_mask") is None and pad is not None and bool((ids == pad).any()):
+        raise ValueError(
+            f"The encoding has padding tokens (id {pad}) and no attention mask, so the model would attend to "
+            "them and every hidden state would change. Encode without padding (helpers.encode) or drop them."
+        )
+    vocab = config.vocab_size
+    if bool((ids < 0).any()) or bool((ids >= vocab).any()):
+        bad = ids[(ids < 0) | (ids >= vocab)][:5].tolist()
+        raise ValueError(
+            f"Token ids {bad} are outside the model's vocabulary 0..{vocab - 1}: the tokenizer does not "
+            "belong to this model. Use the tokenizer that load_model returns with it."
+        )
+    types = encoding.get("token_type_ids")
+    if types is not None:
+        if types.shape != ids.shape:
+            raise ValueError(
+                f"token_type_ids {tuple(types.shape)} must have the shape of input_ids {tuple(ids.shape)}."
+            )
+        allowed = getattr(config, "type_vocab_size", 2)
+        if bool((types < 0).any()) or bool((types >= allowed).any()):
+            raise ValueError(
+                f"token_type_ids must lie in 0..{allowed - 1} for this model (type_vocab_size = {allowed}); got "
+                f"{sorted(set(types.flatten().tolist()))}. "
+                + ("This model takes one segment: encode a single text, not a sentence pair." if allowed == 1 else "")
+            )
+    limit = config.max_position_embeddings
+    if n > limit:
+        raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
+    return n
+
+
+def prefix_encoding(encoding: BatchEncoding, length: int) -> BatchEncoding:
+    """The first ``length - 1`` tokens of a one-sequence encoding, closed by its last token ([SEP]).
+
+    encoding: input_ids ``(1, n)``; returns input_ids ``(1, length)`` with the
+    same token types, so a long passage yields valid inputs of any length.
+    """
+    n = check_single_sequence(encoding)
+    if not isinstance(length, numbers.Integral) or isinstance(length, bool):
+        raise TypeError(f"length must be an int, got {type(length).__name__}.")
+    if not 2 <= length <= n:
+        raise ValueError(f"length must be between 2 and the sequence length {n}; got {length}.")
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t[:, : length - 1], t[:, -1:]], dim=1)
+
+    return BatchEncoding({key: keep(value) for key, value in encoding.items() if isinstance(value, torch.Tensor)})
