@@ -28,6 +28,7 @@ from torch import nn
 from transformers import BatchEncoding, PreTrainedModel
 
 from .checks import check_supported, float32_model
+from .families import UnsupportedFamilyError, family_of, layer_modules, output_projection, submodule, value_projection
 from .internals import Internals, head_weights
 from .text import check_encoding, check_single_sequence
 
@@ -223,15 +224,6 @@ def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internal
         UnsupportedFamilyError: unknown family, or a model whose attention bypasses the interface.
         ValueError: training mode, a batch, too many tokens.
     """
-    from .families import (
-        UnsupportedFamilyError,
-        family_of,
-        layer_modules,
-        output_projection,
-        submodule,
-        value_projection,
-    )
-
     family = family_of(model)
     n = check_single_sequence(encoding)
     limit = getattr(model.config, "max_position_embeddings", None)
