@@ -30,9 +30,9 @@ import math
 import torch
 
 import helpers
-from helpers.methods import jacobians
+from helpers.drivers.timing import timed
+from helpers.methods import jacobians, linearised
 from helpers.methods import reference as jacobians_reference
-from timing import timed
 
 SHORT = "Hi."
 MEDIUM = "The committee approved the budget on Tuesday, after a long and heated debate."
@@ -69,7 +69,7 @@ def main() -> None:
     helpers.setup_notebook(seed=0, threads=args.threads)
     model, tokenizer = helpers.load_model()
     arch = helpers.describe(model)
-    d, L, f = arch.d, arch.layers, model.config.intermediate_size
+    d, L, f = arch.d, arch.num_layers, model.config.intermediate_size
     rate = gemm_rate(d)
     print(
         f"model {arch.name}: {L} layers, d = {d}; {args.threads} thread(s); "
@@ -100,7 +100,7 @@ def main() -> None:
     t_exact, exact = timed(helpers.methods.attribution.hidden_token_attribution, model, encoding, progress=False)
     internals = helpers.capture(model, encoding)
     x = internals.x
-    lin = jacobians.linearise(model, x, reference=internals.hidden_states)
+    lin = linearised.linearise(model, x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
     B = jacobians.default_chunk_size(lin)
     token = torch.arange(B) // d % n
@@ -166,7 +166,7 @@ def main() -> None:
         progress=False,
     )
     internals = helpers.capture(model, encoding)
-    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
+    lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
     B = jacobians.default_chunk_size(lin)
     token = torch.arange(B) // d % n

@@ -19,8 +19,8 @@ import argparse
 
 import torch
 
+from helpers.drivers.timing import best_time
 from helpers.methods.causal import causal_effective_attention
-from timing import best_time
 
 
 def causal_heads(n: int, kv_heads: int = 3, groups: int = 3, d_v: int = 64, seed: int = 0):
@@ -47,7 +47,7 @@ def main() -> None:
 
             def run(method=method, A=A, V=V, H=H, groups=groups, results=results):
                 return results.__setitem__(
-                    method, causal_effective_attention(A, V=V, H=H, groups=groups, method=method)
+                    method, causal_effective_attention(A, V=V, H=H, groups=groups, algorithm=method)
                 )
 
             times[method] = best_time(run, args.repeats)

@@ -21,9 +21,9 @@ import argparse
 import torch
 
 import helpers
+from helpers.drivers.timing import best_time
 from helpers.methods.effective import effective_attention
 from helpers.methods.reference import effective_attention_loop
-from timing import best_time
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
 
     arch = helpers.describe(model)
     print(
-        f"model {arch.name}: {arch.layers} layers x {arch.heads} heads, d = {arch.d}, d_v = {arch.d_v}; "
+        f"model {arch.name}: {arch.num_layers} layers x {arch.heads} heads, d = {arch.d}, d_v = {arch.d_v}; "
         f"{args.threads} thread(s), best of {args.repeats}"
     )
     print(f"{'n':>5} {'loop / V':>10} {'T / V':>8} {'max|loop - V|':>15} {'max|T - V|':>12}")

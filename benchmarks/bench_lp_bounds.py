@@ -22,7 +22,7 @@ start = time.perf_counter()
 fast = helpers.attention_bounds(A, T, progress=False)
 fast_seconds = time.perf_counter() - start
 start = time.perf_counter()
-brute = helpers.attention_bounds(A, T, method="highs", progress=False)
+brute = helpers.attention_bounds(A, T, solver="highs", progress=False)
 brute_seconds = time.perf_counter() - start
 
 difference = max((fast.lower - brute.lower).abs().max(), (fast.upper - brute.upper).abs().max())

@@ -22,7 +22,7 @@ import torch
 
 import helpers
 from helpers.book import paper
-from timing import timed
+from helpers.drivers.timing import timed
 
 SAMPLES = (2, 4, 8, 16, 32)
 
@@ -62,7 +62,7 @@ def main() -> None:
     print(f"target (median relative error <= 1% at <= 10% of the exact cost): {verdict} with plain orthonormal samples")
 
     print("\n2. seconds per sentence (this pair), ratio to exact HTA")
-    globenc_seconds = paper.HTA["globenc_hta_seconds_for_256_examples"] / 256
+    globenc_seconds = paper.globenc_seconds_per_example("jacobian")
     rows = [("hta (exact)", exact_seconds)]
     for k in (4, 32):
         rows.append(
@@ -76,20 +76,20 @@ def main() -> None:
     rows.append(
         ("hta_local (estimate, 8 samples)", timed(helpers.methods.mixing.local_hta, model, encoding, samples=8)[0])
     )
-    for method in helpers.methods.mixing.LOCAL_METHODS:
+    for measure in helpers.methods.mixing.LOCAL_MEASURES:
         rows.append(
             (
-                f"{method} rollout",
-                timed(helpers.methods.mixing.context_mixing, model, encoding, method, rollout=True)[0],
+                f"{measure} rollout",
+                timed(helpers.methods.mixing.context_mixing, model, encoding, measure, rollout=True)[0],
             )
         )
-        if method in helpers.methods.decomposition.NORM_METHODS:
+        if measure in helpers.methods.decomposition.NORM_MEASURES:
             rows.append(
                 (
-                    f"{method}+eff rollout",
-                    timed(helpers.methods.mixing.context_mixing, model, encoding, method, rollout=True, effective=True)[
-                        0
-                    ],
+                    f"{measure}+eff rollout",
+                    timed(
+                        helpers.methods.mixing.context_mixing, model, encoding, measure, rollout=True, effective=True
+                    )[0],
                 )
             )
     rows.append(("grad_input", timed(helpers.methods.mixing.context_mixing, model, encoding, "grad_input")[0]))

@@ -31,7 +31,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def make_tiny_bert(
-    layers: int = 2,
+    num_layers: int = 2,
     heads: int = 4,
     hidden: int = 32,
     max_positions: int = 128,
@@ -47,7 +47,7 @@ def make_tiny_bert(
     config = BertConfig(
         vocab_size=30522,
         hidden_size=hidden,
-        num_hidden_layers=layers,
+        num_hidden_layers=num_layers,
         num_attention_heads=heads,
         intermediate_size=4 * hidden,
         max_position_embeddings=max_positions,

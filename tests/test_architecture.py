@@ -204,8 +204,6 @@ BARE_RETURNS = {
     "helpers.book.widgets.NullSpaceExplorer.steps": "a sequence of slider positions",
     "helpers.methods.tokens.token_classes": "one mask per class name, keyed by the caller's classes",
     "helpers.methods.nullspace.ranks_of": "one rank tensor per matrix name the caller asked for",
-    "helpers.model.internals.head_weights": "the weight tensors of one layer, keyed by name (not yet a dataclass)",
-    "helpers.methods.reference.norm_vectors_reference": "a slow test oracle, keyed by tensor name (not yet a dataclass)",
 }
 
 

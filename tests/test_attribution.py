@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.methods import jacobians
+from helpers.methods import jacobians, linearised
 from helpers.methods import reference as jacobians_reference
 
 from .conftest import SENTENCE, make_tiny_bert
@@ -31,7 +31,7 @@ def _x_and_reference(model, tokenizer, text, text_pair=None):
 def test_exact_equals_brute_force_jacobian(tiny64, tokenizer, explicit_ffn):
     _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
     expected = jacobians_reference.brute_force_block_norms(tiny64, x)  # (L, n, n)
-    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    lin = linearised.linearise(tiny64, x, reference=hidden)
     norms = jacobians.block_norms(lin, explicit_ffn=explicit_ffn, chunk_size=37, progress=False)
     assert norms.shape == expected.shape
     assert torch.allclose(norms, expected, rtol=1e-5, atol=1e-5 * float(expected.max()))
@@ -44,7 +44,7 @@ def test_exact_equals_brute_force_jacobian(tiny64, tokenizer, explicit_ffn):
 
 def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
     _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
-    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    lin = linearised.linearise(tiny64, x, reference=hidden)
     full = jacobians.block_norms(lin, explicit_ffn=True, progress=False)
     per_layer_mb = lin.n * lin.d**2 * 8 / 2**20
     assert jacobians.prepare_ffn_jacobians(lin, 10**6, memory_mb=3 * per_layer_mb) == 1  # only layer 1 fits
@@ -56,19 +56,19 @@ def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
 
 
 def test_public_api_float32_equals_brute_force(tokenizer):
-    model = make_tiny_bert(layers=3)
+    model = make_tiny_bert(num_layers=3)
     encoding, x, _ = _x_and_reference(model, tokenizer, *PAIR)
     expected = helpers.methods.attribution.contributions_from_norms(
         jacobians_reference.brute_force_block_norms(model, x)
     )
     result = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
-    assert result.layers == (1, 2, 3)
+    assert result.layer_numbers == (1, 2, 3)
     assert torch.allclose(result.contributions, expected, atol=1e-5)
 
 
 def test_dense_tangents_equal_jacobian_vector_products(tiny64, tokenizer):
     _, x, hidden = _x_and_reference(tiny64, tokenizer, SENTENCE)
-    lin = jacobians.linearise(tiny64, x, reference=hidden)
+    lin = linearised.linearise(tiny64, x, reference=hidden)
     tangents = torch.randn(3, *x.shape, dtype=x.dtype, generator=torch.Generator().manual_seed(1))
     expected = torch.stack(
         [
@@ -120,7 +120,7 @@ def test_exact_on_the_real_model_equals_autograd_rows(real_short):
     rows = jacobians_reference.reverse_mode_row_norms(model, x, layer=6, token=2)
     assert torch.allclose(result.norms[-1, 2], rows, rtol=1e-4)
     # and the linearisation reproduces torch.func.jvp through the model's own modules for dense tangents
-    lin = jacobians.linearise(model, x, reference=hidden)
+    lin = linearised.linearise(model, x, reference=hidden)
     tangents = torch.randn(2, *x.shape, generator=torch.Generator().manual_seed(0))
     expected = torch.stack(
         [
@@ -136,12 +136,12 @@ def test_exact_on_the_real_model_equals_autograd_rows(real_short):
 def test_primal_pass_is_checked_against_the_model(tiny64, tokenizer):
     _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
     with pytest.raises(ValueError, match="does not reproduce"):
-        jacobians.linearise(tiny64, x, reference=hidden * 1.01)
+        linearised.linearise(tiny64, x, reference=hidden * 1.01)
 
 
 def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(tokenizer):
     """Attention forced to the identity: every layer is position-wise, so c_ii = 1."""
-    model = make_tiny_bert(layers=2, heads=4, hidden=32)
+    model = make_tiny_bert(num_layers=2, heads=4, hidden=32)
     slots = 8  # dims 0..7 carry a one-hot of the position, which the queries and keys read
     with torch.no_grad():
         embeddings = model.embeddings
@@ -173,9 +173,9 @@ def test_a_model_that_does_not_mix_tokens_gives_all_credit_to_the_own_input(toke
 
 def test_rows_sum_to_one_and_are_non_negative(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, *PAIR, model=tiny_model)
-    for method in helpers.methods.attribution.METHODS:
+    for estimator in helpers.methods.attribution.ESTIMATORS:
         result = helpers.methods.attribution.hidden_token_attribution(
-            tiny_model, encoding, method=method, samples=4, progress=False
+            tiny_model, encoding, estimator=estimator, samples=4, progress=False
         )
         assert torch.allclose(result.contributions.sum(-1), torch.ones(2, result.n), atol=1e-6)
         assert (result.contributions >= 0).all()
@@ -224,11 +224,11 @@ def test_orthonormal_samples():
 
 
 def test_layers_subset_matches_the_full_result(tiny_model, tokenizer):
-    model = make_tiny_bert(layers=3)
+    model = make_tiny_bert(num_layers=3)
     encoding = helpers.encode(tokenizer, SHORT, model=model)
     full = helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
-    some = helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[2, 1], progress=False)
-    assert some.layers == (2, 1)
+    some = helpers.methods.attribution.hidden_token_attribution(model, encoding, layer_numbers=[2, 1], progress=False)
+    assert some.layer_numbers == (2, 1)
     assert torch.allclose(some.contributions, full.contributions[[1, 0]], atol=1e-6)
     assert torch.equal(some.at(1), some.contributions[1])
     with pytest.raises(ValueError, match="not computed"):
@@ -261,18 +261,18 @@ def test_cuda_matches_cpu(tokenizer):
 def test_bad_input_is_rejected(tokenizer):
     model = make_tiny_bert(max_positions=16)
     encoding = helpers.encode(tokenizer, SHORT, model=model)
-    with pytest.raises(ValueError, match="Unknown method"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="gradient")
+    with pytest.raises(ValueError, match="Unknown estimator"):
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, estimator="gradient")
     with pytest.raises(ValueError, match="samples"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=0)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, estimator="estimate", samples=0)
     with pytest.raises(ValueError, match="samples"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=33)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, estimator="estimate", samples=33)
     with pytest.raises(TypeError, match="integer"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, method="estimate", samples=2.5)
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, estimator="estimate", samples=2.5)
     with pytest.raises(ValueError, match="numbered 1..2"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[0])
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, layer_numbers=[0])
     with pytest.raises(ValueError, match="empty"):
-        helpers.methods.attribution.hidden_token_attribution(model, encoding, layers=[])
+        helpers.methods.attribution.hidden_token_attribution(model, encoding, layer_numbers=[])
     too_long = tokenizer(SENTENCE + " " + SENTENCE, return_tensors="pt")  # 30+ tokens, model takes 16
     with pytest.raises(ValueError, match="at most 16"):
         helpers.methods.attribution.hidden_token_attribution(model, too_long)
@@ -300,10 +300,10 @@ def test_decoder_layers_are_rejected(tokenizer):
 def test_low_level_bad_input(tiny_model, tokenizer):
     _, x, _ = _x_and_reference(tiny_model, tokenizer, SHORT)
     with pytest.raises(ValueError, match="width"):
-        jacobians.linearise(tiny_model, x[:, :5])
+        linearised.linearise(tiny_model, x[:, :5])
     with pytest.raises(ValueError, match=r"\(n, d\)"):
-        jacobians.linearise(tiny_model, x[None])
-    lin = jacobians.linearise(tiny_model, x)
+        linearised.linearise(tiny_model, x[None])
+    lin = linearised.linearise(tiny_model, x)
     with pytest.raises(ValueError, match="depth"):
         jacobians.block_norms(lin, depth=3)
     with pytest.raises(ValueError, match="tangents"):
@@ -329,7 +329,7 @@ def test_low_level_bad_input(tiny_model, tokenizer):
 
 @pytest.fixture(scope="module")
 def pair_result(tokenizer):
-    model = make_tiny_bert(layers=3)
+    model = make_tiny_bert(num_layers=3)
     encoding = helpers.encode(tokenizer, SENTENCE, "Debate over the budget went on for hours.", model=model)
     return helpers.methods.attribution.hidden_token_attribution(model, encoding, progress=False)
 
@@ -378,7 +378,7 @@ def test_share_own_input_not_largest_counts_hidden_tokens_per_layer(pair_result)
     share = helpers.drivers.attribution.share_own_input_not_largest(table)
     largest = helpers.methods.attribution.own_input_is_largest(pair_result)  # (L, n)
     expected = 1.0 - largest.double().mean(-1)
-    assert list(share.index) == list(pair_result.layers)
+    assert list(share.index) == list(pair_result.layer_numbers)
     assert torch.allclose(torch.tensor(share.to_numpy()), expected)
     with pytest.raises(ValueError, match="own_is_largest"):
         helpers.drivers.attribution.share_own_input_not_largest(table.drop(columns="own_is_largest"))
@@ -444,7 +444,7 @@ def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
     exact = helpers.methods.attribution.hidden_token_attribution(
         make_tiny_bert(), helpers.encode(tokenizer, SHORT), progress=False
     )
-    axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layers=(1,))
+    axes = helpers.plots.plot_contribution_maps(estimate, [str(i) for i in range(estimate.n)], layer_numbers=(1,))
     assert "3 samples per token" in axes[0].figure._suptitle.get_text()
     ax = helpers.plots.plot_estimate_vs_exact(estimate, exact)
     assert "3 samples per token" in ax.get_ylabel()

@@ -152,7 +152,7 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
     assert set(table["kv_head"]) == {1, 2}
     internals = helpers.capture(model, helpers.encode(tokenizer, LONG_TEXT))
     assert float(
-        table.loc[(table["text"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]
+        table.loc[(table["example"] == 0) & (table["layer"] == 2) & (table["head"] == 3), "raw"].iloc[0]
     ) == pytest.approx(float(internals.A[1, 2, 8:, 0].sum()), abs=1e-6)
     by_layer = helpers.drivers.decoder.summarise_sink(table, by=["layer"])
     assert list(by_layer["layer"]) == [1, 2]
@@ -186,9 +186,9 @@ def test_sink_sweep_on_a_tiny_decoder(tokenizer, one_thread):
 def test_gram_and_svd_routes_agree(groups, one_thread):
     A, V, H = causal_head(n=30, d_v=6, heads=4, seed=3)
     V = V[::groups].repeat_interleave(groups, dim=0)
-    gram = causal_effective_attention(A, V=V, H=H, groups=groups, method="gram")
-    svd = causal_effective_attention(A, V=V, H=H, groups=groups, method="svd")
+    gram = causal_effective_attention(A, V=V, H=H, groups=groups, algorithm="gram")
+    svd = causal_effective_attention(A, V=V, H=H, groups=groups, algorithm="svd")
     torch.testing.assert_close(gram.effective, svd.effective, atol=1e-9, rtol=0)
     assert torch.equal(gram.null[:, :6], torch.zeros_like(gram.null[:, :6]))
-    with pytest.raises(ValueError, match="method"):
-        causal_effective_attention(A, V=V, H=H, method="qr")
+    with pytest.raises(ValueError, match="algorithm"):
+        causal_effective_attention(A, V=V, H=H, algorithm="qr")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def model():
-    return make_tiny_bert(layers=LAYERS, heads=HEADS, hidden=16)
+    return make_tiny_bert(num_layers=LAYERS, heads=HEADS, hidden=16)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_attribution_tables(model, tokenizer, pairs):
 
 def test_probe_tables(model, tokenizer, pairs):
     tokens = helpers.collect_hidden_tokens(model, tokenizer, pairs, progress=False)
-    train, test = helpers.methods.probes.split_by_sentence(tokens, 0.5, seed=0)
+    train, test = helpers.methods.probes.split_by_sequence(tokens, 0.5, seed=0)
     layer_probes = helpers.probe_layers(train, test, combinations=[("naive", "cosine")], progress=False)
     check_numbering(layer_probes.table, "probe_layers")
     check_numbering(

@@ -152,7 +152,7 @@ def test_grouped_query_heads_share_values(captured):
 
 def test_albert_counts_calls_of_its_shared_layer(captured):
     model, internals = captured["albert"]
-    assert len(helpers.model.families.layer_modules(model)) == 1 and internals.layers == 3
+    assert len(helpers.model.families.layer_modules(model)) == 1 and internals.num_layers == 3
 
 
 def test_capture_dispatches_non_bert_models_to_the_generic_path(captured):

@@ -35,7 +35,7 @@ def test_split_is_by_pair_seeded_and_disjoint():
 
 
 def test_training_lowers_the_loss_and_is_bit_identical(tokenizer, one_thread):
-    model = make_tiny_bert(layers=1, heads=2, hidden=16)
+    model = make_tiny_bert(num_layers=1, heads=2, hidden=16)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     pairs = _pairs(24)
     runs = [
@@ -65,7 +65,9 @@ def test_accuracy_and_majority_baseline(tokenizer, one_thread):
     assert finetuning.majority_baseline(train, test) == pytest.approx(
         sum(e.label == majority for e in test) / len(test)
     )
-    tuned = finetuning.fine_tune(make_tiny_bert(layers=1, heads=2, hidden=16), tokenizer, train, epochs=1, batch_size=8)
+    tuned = finetuning.fine_tune(
+        make_tiny_bert(num_layers=1, heads=2, hidden=16), tokenizer, train, epochs=1, batch_size=8
+    )
     predicted = finetuning.predict(tuned.classifier, tokenizer, test, batch_size=4)
     assert predicted.shape == (len(test),) and set(predicted.tolist()) <= {0, 1}
     expected = float((predicted == torch.tensor([e.label for e in test])).double().mean())
@@ -73,7 +75,7 @@ def test_accuracy_and_majority_baseline(tokenizer, one_thread):
 
 
 def test_bad_inputs(tokenizer):
-    model = make_tiny_bert(layers=1, heads=2, hidden=16, max_positions=16)
+    model = make_tiny_bert(num_layers=1, heads=2, hidden=16, max_positions=16)
     pairs = _pairs(6)
     with pytest.raises(ValueError, match="empty"):
         finetuning.fine_tune(model, tokenizer, [])
@@ -81,7 +83,7 @@ def test_bad_inputs(tokenizer):
         finetuning.fine_tune(model, tokenizer, ["a sentence"])
     with pytest.raises(ValueError, match="sentence pair"):
         finetuning.fine_tune(model, tokenizer, [Example("x", "one", None, 1, "test")])
-    with pytest.raises(ValueError, match="integer label"):
+    with pytest.raises(TypeError, match="label of example x must be an integer"):
         finetuning.fine_tune(model, tokenizer, [Example("x", "one", "two", None, "test")])
     with pytest.raises(ValueError, match="two"):
         finetuning.fine_tune(model, tokenizer, [e for e in pairs if e.label == 1])

@@ -25,11 +25,11 @@ def reference(model, tokenizer, item):
 @pytest.mark.parametrize("batch_size", [1, 2, 32])
 def test_padded_batches_equal_unpadded_passes(tiny_model, tokenizer, batch_size):
     tokens = collect_hidden_tokens(tiny_model, tokenizer, TEXTS, batch_size=batch_size, progress=False)
-    assert tokens.layers == tiny_model.config.num_hidden_layers
-    assert torch.equal(tokens.sentence_ids, torch.arange(len(TEXTS)))
+    assert tokens.num_layers == tiny_model.config.num_hidden_layers
+    assert torch.equal(tokens.sequence_ids, torch.arange(len(TEXTS)))
     for s, item in enumerate(TEXTS):
         internals = reference(tiny_model, tokenizer, item)
-        rows = tokens.sentence == s
+        rows = tokens.sequence == s
         assert int(rows.sum()) == internals.n  # padding dropped, nothing else
         assert torch.equal(tokens.position[rows], torch.arange(internals.n))
         assert torch.equal(tokens.input_ids[rows], internals.input_ids)
@@ -43,7 +43,7 @@ def test_real_model_padding_changes_nothing(real_model):
     tokens = collect_hidden_tokens(model, tokenizer, pairs, batch_size=8, progress=False)
     for s, item in enumerate(pairs):
         internals = reference(model, tokenizer, item)
-        rows = tokens.sentence == s
+        rows = tokens.sequence == s
         assert torch.allclose(tokens.hidden[:, rows], internals.hidden_states, atol=1e-4)
         assert torch.allclose(tokens.x[rows], internals.x, atol=1e-6)
 
@@ -59,12 +59,12 @@ def test_examples_are_taken_as_pairs(tiny_model, tokenizer):
 def test_select_keeps_whole_sentences(tiny_model, tokenizer):
     tokens = collect_hidden_tokens(tiny_model, tokenizer, TEXTS, progress=False)
     part = tokens.select([3, 1])
-    assert torch.equal(part.sentence_ids, torch.tensor([1, 3]))
+    assert torch.equal(part.sequence_ids, torch.tensor([1, 3]))
     assert torch.equal(part.lengths, tokens.lengths[[1, 3]])
-    assert torch.equal(part.hidden, tokens.hidden[:, (tokens.sentence == 1) | (tokens.sentence == 3)])
-    with pytest.raises(ValueError, match="Unknown sentence ids"):
+    assert torch.equal(part.hidden, tokens.hidden[:, (tokens.sequence == 1) | (tokens.sequence == 3)])
+    with pytest.raises(ValueError, match="Unknown sequence ids"):
         tokens.select([99])
-    with pytest.raises(ValueError, match="No sentence ids"):
+    with pytest.raises(ValueError, match="No sequence ids"):
         tokens.select([])
 
 
@@ -102,7 +102,7 @@ def test_left_padding_is_rejected(tiny_model, tokenizer):
 
 
 def test_mismatched_fields_are_rejected():
-    with pytest.raises(ValueError, match="sentence must have shape"):
+    with pytest.raises(ValueError, match="sequence must have shape"):
         HiddenTokens(
             torch.zeros(2, 5, 4),
             torch.zeros(5, 4),

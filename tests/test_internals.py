@@ -80,14 +80,14 @@ def test_sdpa_model_is_rejected_by_capture(tokenizer):
 def test_finish_layer_turns_head_outputs_into_the_next_hidden_state(tiny_model, tokenizer):
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, LONG_TEXT, model=tiny_model))
     reconstructed = internals.reconstructed_attention_output()
-    for layer in range(internals.layers):
-        out = helpers.model.internals.finish_layer(tiny_model, layer, reconstructed[layer], internals.E[layer])
+    for layer in range(internals.num_layers):
+        out = helpers.model.internals.finish_layer(tiny_model, layer + 1, reconstructed[layer], internals.E[layer])
         assert torch.allclose(out, internals.hidden_states[layer + 1], atol=1e-5)
 
 
 def test_finish_layer_rejects_mismatched_shapes(tiny_model):
     with pytest.raises(ValueError, match="both be"):
-        helpers.model.internals.finish_layer(tiny_model, 0, torch.zeros(3, 32), torch.zeros(4, 32))
+        helpers.model.internals.finish_layer(tiny_model, 1, torch.zeros(3, 32), torch.zeros(4, 32))
 
 
 def test_rebuild_hidden_states_on_the_real_model(real_model):

@@ -9,11 +9,11 @@ import helpers
 from helpers.methods import keys
 
 
-def _random_qk(n: int, d_k: int, d: int, seed: int, scale: float = 1.5):
+def _random_qk(n: int, d_v: int, d: int, seed: int, scale: float = 1.5):
     g = torch.Generator().manual_seed(seed)
-    Q = scale * torch.randn(n, d_k, generator=g, dtype=torch.float64)
-    K = scale * torch.randn(n, d_k, generator=g, dtype=torch.float64)
-    T = torch.randn(n, d_k, generator=g, dtype=torch.float64) @ torch.randn(d_k, d, generator=g, dtype=torch.float64)
+    Q = scale * torch.randn(n, d_v, generator=g, dtype=torch.float64)
+    K = scale * torch.randn(n, d_v, generator=g, dtype=torch.float64)
+    T = torch.randn(n, d_v, generator=g, dtype=torch.float64) @ torch.randn(d_v, d, generator=g, dtype=torch.float64)
     return Q, K, T
 
 
@@ -58,23 +58,23 @@ def test_output_basis_spans_t_and_ones_without_ones():
 
 
 def test_dimension_count_matches_the_jacobian_ranks():
-    for n, d_k, seed in ((9, 2, 0), (11, 3, 1), (6, 8, 2)):
-        Q, K, T = _random_qk(n, d_k, 12, seed=seed)
+    for n, d_v, seed in ((9, 2, 0), (11, 3, 1), (6, 8, 2)):
+        Q, K, T = _random_qk(n, d_v, 12, seed=seed)
         r = keys.output_basis(T).shape[1]
-        assert keys.producible_dimension(Q, K, T) == keys.dimension_count(n, d_k, r)
-    # d_k >= n - 1: the whole simplex-constrained null space of chapter 3, n dim LN([T, 1])
+        assert keys.producible_dimension(Q, K, T) == keys.dimension_count(n, d_v, r)
+    # d_v >= n - 1: the whole simplex-constrained null space of chapter 3, n dim LN([T, 1])
     Q, K, T = _random_qk(6, 8, 12, seed=2)
     assert (
         keys.dimension_count(6, 8, keys.output_basis(T).shape[1])
         == 6 * helpers.methods.nullspace.simplex_null_space(T).shape[1]
     )
-    assert keys.dimension_count(5, 4, 4) == 0  # n <= d_k + 1 = r + 1: nothing moves
+    assert keys.dimension_count(5, 4, 4) == 0  # n <= d_v + 1 = r + 1: nothing moves
 
 
 def test_same_keys_leave_no_freedom_when_the_output_pins_the_query():
     Q, K, T = _random_qk(10, 3, 6, seed=3)
     assert (keys.same_keys_freedom(Q, K, T) == 0).all()
-    # an output space of dimension 1 < d_k leaves d_k - 1 free query directions per row
+    # an output space of dimension 1 < d_v leaves d_v - 1 free query directions per row
     T1 = torch.randn(10, 1, dtype=torch.float64) @ torch.randn(1, 6, dtype=torch.float64)
     assert (keys.same_keys_freedom(Q, K, T1) == 2).all()
 
@@ -97,15 +97,15 @@ def test_search_finds_a_producible_alternative_with_the_same_output(one_thread):
 def test_real_head_is_at_distance_zero(tiny_model, tokenizer):
     encoding = helpers.encode(tokenizer, "Rivers carry sand from the mountains and drop it where the current weakens.")
     internals = helpers.capture(tiny_model, encoding)
-    d_k = internals.Q.shape[-1]
+    d_v = internals.Q.shape[-1]
     A = helpers.model.internals.attention_from_qk(internals.Q.double(), internals.K.double())
-    assert float(keys.logit_rank_distance(A, d_k).max()) < 1e-10
-    assert float(keys.logit_rank_distance(internals.A, d_k).max()) < 1e-5  # float32 softmax
+    assert float(keys.logit_rank_distance(A, d_v).max()) < 1e-10
+    assert float(keys.logit_rank_distance(internals.A, d_v).max()) < 1e-5  # float32 softmax
 
 
 def test_bad_inputs():
     Q, K, T = _random_qk(6, 2, 4, seed=5)
-    with pytest.raises(ValueError, match="d_k"):
+    with pytest.raises(ValueError, match="d_v"):
         keys.logit_rank_distance(torch.full((3, 3), 1 / 3), 0)
     with pytest.raises(ValueError, match="n, n"):
         keys.logit_rank_distance(torch.ones(3, 4), 2)
@@ -121,19 +121,19 @@ def test_bad_inputs():
         keys.producible_alternative(Q, K, T, torch.full((6, 6), 1 / 6), steps=-1)
     with pytest.raises(ValueError, match="max_entries"):
         keys.producible_dimension(Q, K, T, max_entries=10)
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match="n must be between 0"):
         keys.dimension_count(-1, 2, 2)
 
 
-# ---- chapter 3: the known answer when d_k >= n (every positive attention matrix is producible)
+# ---- chapter 3: the known answer when d_v >= n (every positive attention matrix is producible)
 def test_d_k_at_least_n_allows_every_alternative(one_thread):
     n = 6
-    for d_k in (n, n + 3):
-        Q, K, T = _random_qk(n, d_k, 4, seed=6, scale=0.5)
+    for d_v in (n, n + 3):
+        Q, K, T = _random_qk(n, d_v, 4, seed=6, scale=0.5)
         A = helpers.model.internals.attention_from_qk(Q, K)
         family = helpers.alternative_family(A, T, fractions=[0.5], seed=0)
         target = family.attentions[0]
-        assert float(keys.logit_rank_distance(target, d_k)) < 1e-12  # nothing beyond d_k >= n singular values
+        assert float(keys.logit_rank_distance(target, d_v)) < 1e-12  # nothing beyond d_v >= n singular values
         found = keys.producible_alternative(Q, K, T, target, steps=200)
         assert found.output_error < 1e-8 and found.rank_distance < 1e-12
         assert found.toward_target > 0.99  # it reaches the null-space alternative itself

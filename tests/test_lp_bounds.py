@@ -39,7 +39,7 @@ def test_warm_path_equals_two_highs_lps_per_entry(seed, bias):
     A, T = random_head(n=16, d_v=5, seed=seed, bias=bias)
     fast = helpers.attention_bounds(A, T, progress=False)
     rows = [0, 7, 15]
-    brute = helpers.attention_bounds(A, T, rows=rows, method="highs", progress=False)
+    brute = helpers.attention_bounds(A, T, rows=rows, solver="highs", progress=False)
     assert torch.allclose(fast.lower[rows], brute.lower[rows], atol=1e-8)
     assert torch.allclose(fast.upper[rows], brute.upper[rows], atol=1e-8)
     check_bounds(A, T, fast, range(16))
@@ -91,7 +91,7 @@ def test_bounds_on_real_model(real_model):
     A, T = internals.A[2, 3], internals.T[2, 3]
     rows = [0, 20]
     fast = helpers.attention_bounds(A, T, rows=rows, progress=False)
-    brute = helpers.attention_bounds(A, T, rows=[20], method="highs", progress=False)
+    brute = helpers.attention_bounds(A, T, rows=[20], solver="highs", progress=False)
     check_bounds(A, T, fast, rows, tol=1e-6)
     assert torch.allclose(fast.upper[20], brute.upper[20], atol=1e-7)
     assert torch.allclose(fast.lower[20], brute.lower[20], atol=1e-7)
@@ -112,7 +112,7 @@ def test_extreme_alternative_is_valid_and_far_from_A():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"method": "simplex"}, "method"),
+        ({"solver": "simplex"}, "solver"),
         ({"rows": [99]}, "rows"),
         ({"rows": []}, "rows"),
     ],

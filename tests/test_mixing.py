@@ -29,17 +29,17 @@ def setup(tiny64, tokenizer):
 @pytest.mark.parametrize("effective", [False, True])
 def test_decomposition_sums_to_the_real_intermediate_and_layer_outputs(setup, effective):
     model, encoding, internals = setup
-    for layer in range(1, internals.layers + 1):
+    for layer in range(1, internals.num_layers + 1):
         slow = reference.norm_vectors_reference(model, encoding, layer)
         parts = helpers.methods.decomposition.decompose_layer(model, internals, layer, effective=effective)
         # LN1's real input: sum_j z_ij + b^O; its real output: sum_j g1(z_ij) + g1(b^O) + beta_1
         b_O = model.encoder.layer[layer - 1].attention.output.dense.bias
-        assert torch.allclose(parts.z.sum(1) + b_O, slow["ln1_in"], atol=1e-5)
-        assert torch.allclose(parts.ln1.sum(1) + parts.ln1_rest, slow["ln1_out"], atol=1e-5)
+        assert torch.allclose(parts.z.sum(1) + b_O, slow.ln1_in, atol=1e-5)
+        assert torch.allclose(parts.ln1.sum(1) + parts.ln1_rest, slow.ln1_out, atol=1e-5)
         assert torch.allclose(parts.ln2.sum(1) + parts.ln2_rest, internals.hidden_states[layer], atol=1e-5)
         if not effective:  # the per-(i, j) vectors themselves, from loops over the raw weights
-            assert torch.allclose(parts.attention, slow["attention"], atol=1e-10)
-            assert torch.allclose(parts.z, slow["z"], atol=1e-10)
+            assert torch.allclose(parts.attention, slow.attention, atol=1e-10)
+            assert torch.allclose(parts.z, slow.z, atol=1e-10)
 
 
 def test_effective_attention_changes_the_vectors_not_their_sum(setup):
@@ -54,15 +54,15 @@ def test_norm_scores_follow_their_definitions(setup):
     model, encoding, internals = setup
     slow = reference.norm_vectors_reference(model, encoding, 1)
     expected = {
-        "attention_norm": slow["attention"].norm(dim=-1),
-        "norm_residual": slow["z"].norm(dim=-1),
+        "attention_norm": slow.attention.norm(dim=-1),
+        "norm_residual": slow.z.norm(dim=-1),
     }
-    for method, unnormalised in expected.items():
-        got = helpers.methods.mixing.context_mixing(model, encoding, method).at(1)
+    for measure, unnormalised in expected.items():
+        got = helpers.methods.mixing.context_mixing(model, encoding, measure).at(1)
         assert torch.allclose(got, helpers.methods.mixing.normalise_rows(unnormalised).float(), atol=1e-6)
     # ALTI from its definition with the real LN1 output y
     parts = helpers.methods.decomposition.decompose_layer(model, internals, 1)
-    y = slow["ln1_out"]
+    y = slow.ln1_out
     alti = torch.zeros(internals.n, internals.n, dtype=y.dtype)
     for i in range(internals.n):
         for j in range(internals.n):
@@ -105,10 +105,10 @@ def test_local_hta_equals_the_full_layer_jacobian(setup, one_thread):
 
 def test_rollout_is_the_explicit_product(setup):
     model, encoding, internals = setup
-    for method in ("attention", "globenc", "value_zeroing"):
-        local = helpers.methods.mixing.context_mixing(model, encoding, method).scores
-        rolled = helpers.methods.mixing.context_mixing(model, encoding, method, rollout=True).scores
-        if method == "attention":
+    for measure in ("attention", "globenc", "value_zeroing"):
+        local = helpers.methods.mixing.context_mixing(model, encoding, measure).scores
+        rolled = helpers.methods.mixing.context_mixing(model, encoding, measure, rollout=True).scores
+        if measure == "attention":
             eye = torch.eye(internals.n)
             local = 0.5 * local + 0.5 * eye
             local = local / local.sum(-1, keepdim=True)
@@ -118,15 +118,15 @@ def test_rollout_is_the_explicit_product(setup):
 
 def test_every_method_gives_rows_that_sum_to_one(setup):
     model, encoding, internals = setup
-    for method in helpers.methods.mixing.METHODS:
+    for measure in helpers.methods.mixing.MEASURES:
         for rollout in (False, True):
-            if rollout and method in helpers.methods.mixing.GLOBAL_METHODS:
+            if rollout and measure in helpers.methods.mixing.GLOBAL_MEASURES:
                 continue
-            result = helpers.methods.mixing.context_mixing(model, encoding, method, rollout=rollout)
-            assert result.scores.shape == (internals.layers, internals.n, internals.n)
+            result = helpers.methods.mixing.context_mixing(model, encoding, measure, rollout=rollout)
+            assert result.scores.shape == (internals.num_layers, internals.n, internals.n)
             assert (result.scores >= 0).all()
-            assert torch.allclose(result.scores.sum(-1), torch.ones(internals.layers, internals.n), atol=1e-5)
-            assert result.method == method and result.rollout == rollout
+            assert torch.allclose(result.scores.sum(-1), torch.ones(internals.num_layers, internals.n), atol=1e-5)
+            assert result.measure == measure and result.rollout == rollout
 
 
 def test_hta_passes_its_options(setup):
@@ -152,7 +152,7 @@ def test_row_spearman_and_leave_one_out(setup, tokenizer):
 
 def test_bad_input_gets_clear_errors(setup, tokenizer):
     model, encoding, internals = setup
-    with pytest.raises(ValueError, match="Unknown method"):
+    with pytest.raises(ValueError, match="Unknown measure"):
         helpers.methods.mixing.context_mixing(model, encoding, "flow")
     with pytest.raises(ValueError, match="rollout is not defined"):
         helpers.methods.mixing.context_mixing(model, encoding, "hta", rollout=True)
@@ -193,7 +193,7 @@ def test_bad_input_gets_clear_errors(setup, tokenizer):
 def test_sweep_tables(tokenizer, one_thread):
     from helpers.model.corpus import Example
 
-    model = make_tiny_bert(layers=2)
+    model = make_tiny_bert(num_layers=2)
     examples = [
         Example(id=f"e{k}", text_a=a, text_b=b, label=None, source="test", topic="test")
         for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])
@@ -227,7 +227,7 @@ def test_sweep_tables(tokenizer, one_thread):
 def test_reference_check_against_exact_hta(tokenizer, one_thread):
     from helpers.model.corpus import Example
 
-    model = make_tiny_bert(layers=2)
+    model = make_tiny_bert(num_layers=2)
     examples = [Example(id="e0", text_a=PAIR[0], text_b=PAIR[1], label=None, source="test", topic="test")]
     measures = (("attention", {}), ("globenc", {}))
     check = helpers.drivers.mixing.check_reference(
@@ -240,7 +240,7 @@ def test_reference_check_against_exact_hta(tokenizer, one_thread):
     rows = check.agreement.query("measure == 'globenc rollout' and layer == 2")
     for name, target in (("exact", exact), ("estimate", estimate)):
         expected = helpers.methods.linalg.row_spearman(globenc.scores, target.scores)[1]
-        got = rows[rows["reference"] == name].sort_values("token")["rho"].to_numpy()
+        got = rows[rows["reference"] == name].sort_values("position")["rho"].to_numpy()
         assert torch.allclose(torch.from_numpy(got), expected)
     tables = helpers.drivers.mixing.reference_tables(check)
     assert tables._fields == ("exact", "estimate")
@@ -252,7 +252,7 @@ def test_reference_check_against_exact_hta(tokenizer, one_thread):
     exact_rho = helpers.methods.linalg.row_spearman(globenc.scores, exact.scores)[1]
     by_hand = float(np.median(expected.numpy())) - float(np.median(exact_rho.numpy()))  # the median of an even count
     assert shift.loc["globenc rollout", 2] == pytest.approx(by_hand)
-    estimate_rho = check.estimate.query("layer == 1").sort_values("token")["rho"].to_numpy()
+    estimate_rho = check.estimate.query("layer == 1").sort_values("position")["rho"].to_numpy()
     assert torch.allclose(
         torch.from_numpy(estimate_rho), helpers.methods.linalg.row_spearman(estimate.scores, exact.scores)[0]
     )
@@ -266,8 +266,8 @@ def test_local_measures_equal_one_call_each(setup):
     model, encoding, internals = setup
     measures = [("attention", {}), ("alti", {}), ("alti", {"effective": True}), ("value_zeroing", {})]
     together = helpers.methods.mixing.local_measures(model, internals, measures)
-    for (method, options), result in zip(measures, together, strict=True):
-        alone = helpers.methods.mixing.context_mixing(model, encoding, method, **options)
+    for (measure, options), result in zip(measures, together, strict=True):
+        alone = helpers.methods.mixing.context_mixing(model, encoding, measure, **options)
         assert result.name == alone.name and torch.equal(result.scores, alone.scores)
     with pytest.raises(ValueError, match="not a local measure"):
         helpers.methods.mixing.local_measures(model, internals, [("hta", {})])

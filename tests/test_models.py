@@ -13,7 +13,7 @@ def test_default_model_loads_offline_in_eval_with_eager_attention(real_model):
     assert not model.training
     assert model.config._attn_implementation == "eager"
     arch = helpers.describe(model)
-    assert (arch.name, arch.layers, arch.heads, arch.d, arch.d_v) == ("all-MiniLM-L6-v2", 6, 12, 384, 32)
+    assert (arch.name, arch.num_layers, arch.heads, arch.d, arch.d_v) == ("all-MiniLM-L6-v2", 6, 12, 384, 32)
     assert tokenizer.convert_ids_to_tokens([101, 102]) == ["[CLS]", "[SEP]"]
 
 
@@ -84,7 +84,7 @@ def test_load_model_accepts_another_supported_family_from_a_folder(tmp_path):
     model, _ = helpers.load_model(str(tmp_path))
     assert model.config._attn_implementation == "eager" and not model.training
     arch = helpers.describe(model)
-    assert (arch.layers, arch.heads, arch.d, arch.d_v, arch.causal) == (1, 2, 16, 8, True)
+    assert (arch.num_layers, arch.heads, arch.d, arch.d_v, arch.causal) == (1, 2, 16, 8, True)
 
 
 def test_load_model_rejects_an_unsupported_family_clearly(tmp_path):

@@ -116,7 +116,7 @@ def test_wheel_works_in_a_fresh_environment(dist, tmp_path):
         arch = helpers.describe(model)
         pairs = helpers.load_corpus("pairs")
         passages = helpers.load_corpus("passages")
-        print(json.dumps({"file": helpers.__file__, "layers": arch.layers, "pairs": len(pairs),
+        print(json.dumps({"file": helpers.__file__, "layers": arch.num_layers, "pairs": len(pairs),
                           "passages": len(passages)}))
         """
     )

@@ -24,18 +24,18 @@ def synthetic_tokens(sentences: int = 60, d: int = 16, seed: int = 0) -> HiddenT
     N = int(lengths.sum())
     x = torch.randn(N, d, generator=g)
     Q = torch.linalg.qr(torch.randn(d, d, generator=g))[0]
-    sentence = torch.arange(sentences).repeat_interleave(lengths)
+    sequence = torch.arange(sentences).repeat_interleave(lengths)
     position = torch.cat([torch.arange(int(n)) for n in lengths])
     shifted = torch.randn(N, d, generator=g)
-    has_next = torch.cat([sentence[1:] == sentence[:-1], torch.tensor([False])])
+    has_next = torch.cat([sequence[1:] == sequence[:-1], torch.tensor([False])])
     shifted[has_next] = x[1:][has_next[:-1]] @ Q
     hidden = torch.stack([x, x @ Q, x + 0.01 * torch.randn(N, d, generator=g), torch.randn(N, d, generator=g), shifted])
-    return HiddenTokens(hidden, x, sentence, position, torch.zeros(N, dtype=torch.long))
+    return HiddenTokens(hidden, x, sequence, position, torch.zeros(N, dtype=torch.long))
 
 
 @pytest.fixture(scope="module")
 def split():
-    return helpers.methods.probes.split_by_sentence(synthetic_tokens(), test_fraction=0.4, seed=0)
+    return helpers.methods.probes.split_by_sequence(synthetic_tokens(), test_fraction=0.4, seed=0)
 
 
 def rate(split, layer, kind, loss, **options):
@@ -89,8 +89,8 @@ def test_neighbour_joint_least_squares_equals_one_fit_per_offset(split):
     test_rows, test_targets = helpers.drivers.identifiability._interior(test, offsets)
     for k, got in zip(offsets, table["rate"], strict=False):
         fitted = helpers.methods.probes.fit_map(train.hidden[NOISY, rows], train.x[targets[k]], "linear", "l2")
-        nearest = helpers.methods.probes.nearest_in_sentence(
-            fitted(test.hidden[NOISY, test_rows]), test.sentence[test_rows], test.x, test.sentence, "l2"
+        nearest = helpers.methods.probes.nearest_in_sequence(
+            fitted(test.hidden[NOISY, test_rows]), test.sequence[test_rows], test.x, test.sequence, "l2"
         )
         assert got == (nearest == test_targets[k]).float().mean().item()
     # the general path (one fit per offset) finds the shifted neighbour too
@@ -166,10 +166,10 @@ def test_bad_map_input():
 # ------------------------------------------------------------------ nearest token, rates
 
 
-def brute_force_nearest(queries, query_sentence, inputs, input_sentence, distance):
+def brute_force_nearest(queries, query_sequence, inputs, input_sequence, distance):
     out = []
-    for q, s in zip(queries, query_sentence, strict=False):
-        rows = torch.nonzero(input_sentence == s).squeeze(1)
+    for q, s in zip(queries, query_sequence, strict=False):
+        rows = torch.nonzero(input_sequence == s).squeeze(1)
         if distance == "l2":
             scores = ((inputs[rows] - q) ** 2).sum(-1)
         else:
@@ -184,15 +184,15 @@ def test_nearest_matches_brute_force_and_stays_in_the_sentence(distance):
     g = torch.Generator().manual_seed(0)
     shuffle = torch.randperm(len(tokens), generator=g)  # order must not matter
     queries = torch.randn(len(tokens), 16, generator=g)[shuffle]
-    query_sentence = tokens.sentence[shuffle]
-    found = helpers.methods.probes.nearest_in_sentence(queries, query_sentence, tokens.x, tokens.sentence, distance)
-    assert torch.equal(tokens.sentence[found], query_sentence)
-    assert torch.equal(found, brute_force_nearest(queries, query_sentence, tokens.x, tokens.sentence, distance))
+    query_sequence = tokens.sequence[shuffle]
+    found = helpers.methods.probes.nearest_in_sequence(queries, query_sequence, tokens.x, tokens.sequence, distance)
+    assert torch.equal(tokens.sequence[found], query_sequence)
+    assert torch.equal(found, brute_force_nearest(queries, query_sequence, tokens.x, tokens.sequence, distance))
 
 
 def test_rates_of_exact_and_shifted_predictions():
     tokens = synthetic_tokens(sentences=10, seed=3)
-    x, s, p = tokens.x, tokens.sentence, tokens.position
+    x, s, p = tokens.x, tokens.sequence, tokens.position
     for distance in ("l2", "cosine"):
         assert helpers.methods.probes.identifiability_rate(x, x, s, distance) == 1.0
         assert helpers.methods.probes.identifiability_rate(3 * x, x, s, "cosine") == 1.0
@@ -207,12 +207,12 @@ def test_rates_of_exact_and_shifted_predictions():
 def test_neighbour_rows_by_brute_force():
     tokens = synthetic_tokens(sentences=5, seed=4)
     for offset in (-3, -1, 2):
-        sources, targets = helpers.methods.probes.neighbour_rows(tokens.sentence, tokens.position, offset)
+        sources, targets = helpers.methods.probes.neighbour_rows(tokens.sequence, tokens.position, offset)
         expected = [
             (i, j)
             for i in range(len(tokens))
             for j in range(len(tokens))
-            if tokens.sentence[i] == tokens.sentence[j] and tokens.position[j] == tokens.position[i] + offset
+            if tokens.sequence[i] == tokens.sequence[j] and tokens.position[j] == tokens.position[i] + offset
         ]
         assert list(zip(sources.tolist(), targets.tolist(), strict=False)) == expected
 
@@ -220,12 +220,12 @@ def test_neighbour_rows_by_brute_force():
 def test_chance_rate_is_mean_inverse_length():
     tokens = synthetic_tokens(sentences=7, seed=5)
     # each token is right with probability 1 / (its sequence's length): the mean is S / N
-    assert helpers.methods.probes.chance_rate(tokens) == pytest.approx(len(tokens.sentence_ids) / len(tokens))
+    assert helpers.methods.probes.chance_rate(tokens) == pytest.approx(len(tokens.sequence_ids) / len(tokens))
     # and a map that guesses uniformly at random scores that on average
     g = torch.Generator().manual_seed(0)
     guesses = [
         helpers.methods.probes.identifiability_rate(
-            torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sentence
+            torch.randn(len(tokens), 16, generator=g), tokens.x, tokens.sequence
         )
         for _ in range(200)
     ]
@@ -235,13 +235,13 @@ def test_chance_rate_is_mean_inverse_length():
 def test_bad_rate_input():
     x, s = torch.randn(6, 4), torch.tensor([0, 0, 0, 1, 1, 1])
     with pytest.raises(ValueError, match="map to input space"):
-        helpers.methods.probes.nearest_in_sentence(torch.randn(6, 3), s, x, s)
+        helpers.methods.probes.nearest_in_sequence(torch.randn(6, 3), s, x, s)
     with pytest.raises(ValueError, match="No tokens"):
-        helpers.methods.probes.nearest_in_sentence(torch.zeros(0, 4), s[:0], x, s)
+        helpers.methods.probes.nearest_in_sequence(torch.zeros(0, 4), s[:0], x, s)
     with pytest.raises(ValueError, match="no input tokens"):
-        helpers.methods.probes.nearest_in_sentence(x, torch.tensor([0, 0, 0, 2, 2, 2]), x, s)
+        helpers.methods.probes.nearest_in_sequence(x, torch.tensor([0, 0, 0, 2, 2, 2]), x, s)
     with pytest.raises(ValueError, match="distance"):
-        helpers.methods.probes.nearest_in_sentence(x, s, x, s, "manhattan")
+        helpers.methods.probes.nearest_in_sequence(x, s, x, s, "manhattan")
     with pytest.raises(ValueError, match="one per token"):
         helpers.methods.probes.identifiability_rate(x[:5], x, s)
     with pytest.raises(ValueError, match="positions"):
@@ -255,27 +255,27 @@ def test_bad_rate_input():
 
 def test_split_is_by_whole_sentences():
     tokens = synthetic_tokens(sentences=30, seed=6)
-    train, test = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
-    assert not torch.isin(train.sentence_ids, test.sentence_ids).any()
-    assert torch.equal(torch.cat([train.sentence_ids, test.sentence_ids]).sort().values, tokens.sentence_ids)
-    assert len(test.sentence_ids) == 9 and len(train) + len(test) == len(tokens)
+    train, test = helpers.methods.probes.split_by_sequence(tokens, test_fraction=0.3, seed=1)
+    assert not torch.isin(train.sequence_ids, test.sequence_ids).any()
+    assert torch.equal(torch.cat([train.sequence_ids, test.sequence_ids]).sort().values, tokens.sequence_ids)
+    assert len(test.sequence_ids) == 9 and len(train) + len(test) == len(tokens)
     for part in (train, test):
-        assert torch.equal(part.lengths, tokens.lengths[part.sentence_ids])  # no sentence cut in two
-    again, _ = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=1)
-    other, _ = helpers.methods.probes.split_by_sentence(tokens, test_fraction=0.3, seed=2)
-    assert torch.equal(again.sentence_ids, train.sentence_ids)
-    assert not torch.equal(other.sentence_ids, train.sentence_ids)
+        assert torch.equal(part.lengths, tokens.lengths[part.sequence_ids])  # no sequence cut in two
+    again, _ = helpers.methods.probes.split_by_sequence(tokens, test_fraction=0.3, seed=1)
+    other, _ = helpers.methods.probes.split_by_sequence(tokens, test_fraction=0.3, seed=2)
+    assert torch.equal(again.sequence_ids, train.sequence_ids)
+    assert not torch.equal(other.sequence_ids, train.sequence_ids)
 
 
 def test_bad_splits_and_leaks():
     tokens = synthetic_tokens(sentences=10, seed=7)
     for fraction in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match="test_fraction"):
-            helpers.methods.probes.split_by_sentence(tokens, fraction)
+            helpers.methods.probes.split_by_sequence(tokens, fraction)
     with pytest.raises(ValueError, match="at least two sequences"):
-        helpers.methods.probes.split_by_sentence(tokens.select([0]))
-    train, test = helpers.methods.probes.split_by_sentence(tokens, 0.3)
-    leaky = tokens.select(torch.cat([test.sentence_ids, train.sentence_ids[:1]]))
+        helpers.methods.probes.split_by_sequence(tokens.select([0]))
+    train, test = helpers.methods.probes.split_by_sequence(tokens, 0.3)
+    leaky = tokens.select(torch.cat([test.sequence_ids, train.sequence_ids[:1]]))
     for run in (
         lambda: helpers.drivers.identifiability.probe_layers(train, leaky, progress=False),
         lambda: helpers.drivers.identifiability.fraction_curve(train, leaky, progress=False),
@@ -307,7 +307,7 @@ def test_probe_layers_table_maps_and_generalisation(split):
         helpers.drivers.identifiability.generalisation_matrix(
             [helpers.methods.probes.fit_token_map(train, SHIFTED, "linear", "l2", offset=1)], test
         )
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="must be between 0"):
         helpers.drivers.identifiability.probe_layers(train, test, combos, hidden_states=[9], progress=False)
     with pytest.raises(ValueError, match="map kind"):
         helpers.drivers.identifiability.probe_layers(train, test, [("cubic", "l2")], progress=False)
@@ -316,17 +316,19 @@ def test_probe_layers_table_maps_and_generalisation(split):
 def test_hidden_state_is_the_index_0_to_L_and_bad_values_are_refused(split):
     train, test = split
     last = train.hidden.shape[0] - 1  # hidden states 0..L
-    assert helpers.methods.probes.fit_token_map(train, -1, "linear", "l2").hidden_state == last
+    with pytest.raises(ValueError, match="must be between 0"):  # no negative numbers: -1 is not "the last"
+        helpers.methods.probes.fit_token_map(train, -1, "linear", "l2")
+    assert helpers.methods.probes.fit_token_map(train, last, "linear", "l2").hidden_state == last
     fitted = helpers.methods.probes.fit_token_map(train, ROTATION, "linear", "l2")
     assert fitted.hidden_state == ROTATION
     assert helpers.methods.probes.evaluate_map(fitted, test) == helpers.methods.probes.evaluate_map(
         fitted, test, hidden_state=ROTATION
     )
-    with pytest.raises(ValueError, match="hidden states 0..|embedding output"):
+    with pytest.raises(ValueError, match="embedding output"):
         helpers.methods.probes.fit_token_map(train, last + 1)
-    with pytest.raises(TypeError, match="hidden_state must be an integer"):
+    with pytest.raises(TypeError, match="must be an integer"):
         helpers.methods.probes.fit_token_map(train, 1.0)
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="must be between 0"):
         helpers.drivers.identifiability.neighbour_rates(
             train, test, offsets=[0], hidden_states=[last + 1], progress=False
         )
@@ -337,7 +339,7 @@ def test_fraction_curve_uses_nested_growing_subsets(split):
     table = helpers.drivers.identifiability.fraction_curve(
         train, test, fractions=(0.5, 1.0), kinds=("linear",), loss="l2", hidden_state=ROTATION, progress=False
     )
-    assert table["sentences"].tolist() == [round(0.5 * len(train.sentence_ids) + 0.49), len(train.sentence_ids)]
+    assert table["sequences"].tolist() == [round(0.5 * len(train.sequence_ids) + 0.49), len(train.sequence_ids)]
     assert (table["rate"] == 1.0).all()
     with pytest.raises(ValueError, match="fractions"):
         helpers.drivers.identifiability.fraction_curve(train, test, fractions=(0.0, 1.0), progress=False)

@@ -63,7 +63,7 @@ def assert_finite(*tensors: torch.Tensor) -> None:
 
 
 # one tiny model and the real tokenizer for the whole module (the properties never change them)
-MODEL = make_tiny_bert(layers=2, heads=2, hidden=16, max_positions=48)
+MODEL = make_tiny_bert(num_layers=2, heads=2, hidden=16, max_positions=48)
 TOKENIZER = AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir())
 L, H, D = 2, 2, 16
 
@@ -130,7 +130,7 @@ def test_collect_hidden_tokens_on_any_texts(texts, batch_size):
     if tokens is None:
         return
     assert_finite(tokens.hidden, tokens.x)
-    assert tokens.hidden.shape[0] == L + 1 and len(tokens.sentence_ids) == len(texts)
+    assert tokens.hidden.shape[0] == L + 1 and len(tokens.sequence_ids) == len(texts)
     assert tokens.lengths.tolist() == [
         len(TOKENIZER(*(item if isinstance(item, tuple) else (item,)))["input_ids"]) for item in texts
     ]
@@ -254,21 +254,23 @@ def test_hidden_token_attribution_on_any_arguments(arguments):
     method, samples, layers, seed = arguments
     result = outcome(
         lambda: helpers.hidden_token_attribution(
-            MODEL, ENCODING, method=method, samples=samples, layers=layers, seed=seed, progress=False
+            MODEL, ENCODING, estimator=method, samples=samples, layer_numbers=layers, seed=seed, progress=False
         )
     )
     if result is None:
         return
-    assert method in helpers.methods.attribution.METHODS
-    assert all(isinstance(layer, int) and 1 <= layer <= L for layer in result.layers)
+    assert method in helpers.methods.attribution.ESTIMATORS
+    assert all(isinstance(layer, int) and 1 <= layer <= L for layer in result.layer_numbers)
     if layers is None:
-        assert result.layers == tuple(range(1, L + 1))
+        assert result.layer_numbers == tuple(range(1, L + 1))
     else:  # exactly the layers asked for: one number means that layer
-        assert list(result.layers) == [int(v) for v in (layers if isinstance(layers, (list, tuple)) else [layers])]
-    assert result.contributions.shape == (len(result.layers), N, N)
+        assert list(result.layer_numbers) == [
+            int(v) for v in (layers if isinstance(layers, (list, tuple)) else [layers])
+        ]
+    assert result.contributions.shape == (len(result.layer_numbers), N, N)
     assert_finite(result.contributions, result.norms)
     assert float(result.contributions.min()) >= 0
-    torch.testing.assert_close(result.contributions.sum(-1), torch.ones(len(result.layers), N))
+    torch.testing.assert_close(result.contributions.sum(-1), torch.ones(len(result.layer_numbers), N))
 
 
 GOOD_PATCH = st.tuples(st.integers(1, L), st.integers(1, H), st.sampled_from([0.0, 1.0, -2.0]), st.just(N))
@@ -321,17 +323,19 @@ def _tokens():
 
 
 def _hta():
-    return helpers.hidden_token_attribution(MODEL, ENCODING, method="estimate", samples=3, seed=5, progress=False)
+    return helpers.hidden_token_attribution(MODEL, ENCODING, estimator="estimate", samples=3, seed=5, progress=False)
 
 
 def _attribute_examples():
     records = ["The river rose.", ("Water rose.", "Fields flooded.")]
-    return helpers.attribute_examples(MODEL, TOKENIZER, records, method="estimate", samples=2, seed=1, progress=False)
+    return helpers.attribute_examples(
+        MODEL, TOKENIZER, records, estimator="estimate", samples=2, seed=1, progress=False
+    )
 
 
 def _fit_maps():
     tokens = _tokens()
-    train, test = helpers.methods.probes.split_by_sentence(tokens, seed=3)
+    train, test = helpers.methods.probes.split_by_sequence(tokens, seed=3)
     return [
         helpers.methods.probes.fit_token_map(train, 1, kind, loss, seed=2, epochs=2, width=8)(test.hidden[1])
         for kind, loss in (("linear", "cosine"), ("mlp", "l2"), ("mlp", "cosine"))
@@ -339,12 +343,12 @@ def _fit_maps():
 
 
 def _split():
-    train, test = helpers.methods.probes.split_by_sentence(_tokens(), test_fraction=0.5, seed=9)
-    return train.sentence, test.sentence
+    train, test = helpers.methods.probes.split_by_sequence(_tokens(), test_fraction=0.5, seed=9)
+    return train.sequence, test.sequence
 
 
 def _fraction_curve():
-    train, test = helpers.methods.probes.split_by_sentence(_tokens(), test_fraction=0.25, seed=0)
+    train, test = helpers.methods.probes.split_by_sequence(_tokens(), test_fraction=0.25, seed=0)
     table = helpers.drivers.identifiability.fraction_curve(
         train, test, fractions=(0.5, 1.0), kinds=("mlp",), seed=4, epochs=1, width=8, progress=False
     )
@@ -367,7 +371,7 @@ SEEDED = {
     "hidden_token_attribution": _hta,
     "attribute_examples": _attribute_examples,
     "fit_token_map": _fit_maps,
-    "split_by_sentence": _split,
+    "split_by_sequence": _split,
     "fraction_curve": _fraction_curve,
     "alternatives": _alternatives,
     "setup_notebook": _setup_notebook,

@@ -26,14 +26,14 @@ from tests.conftest import SENTENCE, make_tiny_bert
 def test_layers_of_the_wrong_type_are_refused(tiny_model, tokenizer, layers, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
     with pytest.raises(TypeError, match="must be an integer|layer number"):
-        helpers.hidden_token_attribution(tiny_model, encoding, layers=layers, progress=False)
+        helpers.hidden_token_attribution(tiny_model, encoding, layer_numbers=layers, progress=False)
 
 
 @pytest.mark.parametrize("layers", [2, np.int64(2), [np.int64(2)], np.array([2]), torch.tensor([2]), (2,)])
 def test_one_layer_as_an_int_or_numpy_integer_means_that_layer(tiny_model, tokenizer, layers, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
-    result = helpers.hidden_token_attribution(tiny_model, encoding, layers=layers, progress=False)
-    assert result.layers == (2,)
+    result = helpers.hidden_token_attribution(tiny_model, encoding, layer_numbers=layers, progress=False)
+    assert result.layer_numbers == (2,)
     full = helpers.hidden_token_attribution(tiny_model, encoding, progress=False)
     assert torch.equal(result.contributions[0], full.at(2))
 
@@ -42,7 +42,7 @@ def test_one_layer_as_an_int_or_numpy_integer_means_that_layer(tiny_model, token
 def test_layers_out_of_range_are_refused(tiny_model, tokenizer, layers, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
     with pytest.raises(ValueError, match="numbered 1..2|empty"):
-        helpers.hidden_token_attribution(tiny_model, encoding, layers=layers, progress=False)
+        helpers.hidden_token_attribution(tiny_model, encoding, layer_numbers=layers, progress=False)
 
 
 # ------------------------------------------------------------------ padding without an attention mask
@@ -235,14 +235,16 @@ RECORDS = [
 
 def test_effective_attention_sweep_takes_strings_pairs_and_examples(tiny_model, tokenizer):
     table = helpers.effective_attention_sweep(tiny_model, tokenizer, RECORDS, progress=False)
-    assert list(table["id"].unique()) == ["0", "1", "e0"]
+    assert list(table["example"].unique()) == ["0", "1", "e0"]
     assert set(table["source"]) == {"given text", "test"}
-    by_record = table.groupby("id")["n"].first()
+    by_record = table.groupby("example")["n"].first()
     assert by_record["0"] == by_record["e0"] < by_record["1"]
 
 
 def test_attribute_examples_takes_strings_pairs_and_examples(tiny_model, tokenizer, one_thread):
-    results = helpers.attribute_examples(tiny_model, tokenizer, RECORDS, method="estimate", samples=4, progress=False)
+    results = helpers.attribute_examples(
+        tiny_model, tokenizer, RECORDS, estimator="estimate", samples=4, progress=False
+    )
     assert [r.n for r in results][0] == results[2].n
     assert int(results[1].token_type_ids.max()) == 1
 
@@ -261,7 +263,9 @@ def test_bad_records_are_refused_before_the_model_runs(tiny_model, tokenizer, re
     if error is None:
         assert (
             len(
-                helpers.attribute_examples(tiny_model, tokenizer, records, samples=2, method="estimate", progress=False)
+                helpers.attribute_examples(
+                    tiny_model, tokenizer, records, samples=2, estimator="estimate", progress=False
+                )
             )
             == 1
         )
@@ -279,7 +283,7 @@ def test_bad_records_are_refused_before_the_model_runs(tiny_model, tokenizer, re
 def test_bad_seeds_are_refused(tiny_model, tokenizer, seed, error):
     encoding = helpers.encode(tokenizer, "A short text.")
     with pytest.raises(error, match="seed"):
-        helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=2, seed=seed)
+        helpers.hidden_token_attribution(tiny_model, encoding, estimator="estimate", samples=2, seed=seed)
     with pytest.raises(error, match="seed"):
         helpers.attribute_examples(tiny_model, tokenizer, ["A short text."], seed=seed, progress=False)
     with pytest.raises(error, match="seed"):
@@ -291,16 +295,16 @@ def test_bad_seeds_are_refused(tiny_model, tokenizer, seed, error):
 def test_numpy_seed_is_accepted(tiny_model, tokenizer, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
     a = helpers.hidden_token_attribution(
-        tiny_model, encoding, method="estimate", samples=2, seed=np.int64(3), progress=False
+        tiny_model, encoding, estimator="estimate", samples=2, seed=np.int64(3), progress=False
     )
-    b = helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=2, seed=3, progress=False)
+    b = helpers.hidden_token_attribution(tiny_model, encoding, estimator="estimate", samples=2, seed=3, progress=False)
     assert torch.equal(a.contributions, b.contributions)
 
 
 @pytest.mark.parametrize("samples", [0, None, -4, 10**6])
 def test_exact_method_ignores_samples(tiny_model, tokenizer, samples, one_thread):
     encoding = helpers.encode(tokenizer, "A short text.")
-    result = helpers.hidden_token_attribution(tiny_model, encoding, method="exact", samples=samples, progress=False)
+    result = helpers.hidden_token_attribution(tiny_model, encoding, estimator="exact", samples=samples, progress=False)
     assert result.samples is None
 
 
@@ -308,7 +312,7 @@ def test_exact_method_ignores_samples(tiny_model, tokenizer, samples, one_thread
 def test_estimate_needs_valid_samples(tiny_model, tokenizer, samples, error):
     encoding = helpers.encode(tokenizer, "A short text.")
     with pytest.raises(error, match="samples"):
-        helpers.hidden_token_attribution(tiny_model, encoding, method="estimate", samples=samples, progress=False)
+        helpers.hidden_token_attribution(tiny_model, encoding, estimator="estimate", samples=samples, progress=False)
 
 
 def test_numpy_integers_for_layer_and_head(tiny_model, tokenizer):
@@ -318,7 +322,7 @@ def test_numpy_integers_for_layer_and_head(tiny_model, tokenizer):
     patched = helpers.model.patching.run_patched(tiny_model, encoding, np.int64(1), np.int32(3), uniform)
     assert torch.equal(patched, helpers.model.patching.run_patched(tiny_model, encoding, 1, 3, uniform))
     result = helpers.hidden_token_attribution(
-        tiny_model, encoding, method="estimate", samples=np.int64(4), progress=False
+        tiny_model, encoding, estimator="estimate", samples=np.int64(4), progress=False
     )
     assert result.samples == 4
 
@@ -329,7 +333,7 @@ def test_numpy_integers_for_layer_and_head(tiny_model, tokenizer):
 @pytest.mark.parametrize("lengths", [["12"], [2.7], [True, 3]])
 def test_rank_sweep_lengths_must_be_integers(tiny_model, tokenizer, lengths):
     encoding = helpers.encode(tokenizer, SENTENCE)
-    with pytest.raises(TypeError, match="lengths must be integers"):
+    with pytest.raises(TypeError, match="lengths .a token count. must be an integer"):
         helpers.rank_sweep(tiny_model, [encoding], lengths, progress=False)
 
 
@@ -337,7 +341,7 @@ def test_numpy_integers_for_counts(tiny_model, tokenizer, one_thread):
     tokens = helpers.collect_hidden_tokens(
         tiny_model, tokenizer, ["A text.", "Another one."], batch_size=np.int64(1), progress=False
     )
-    assert len(tokens.sentence_ids) == 2
+    assert len(tokens.sequence_ids) == 2
     table = helpers.rank_sweep(
         tiny_model, [helpers.encode(tokenizer, SENTENCE)], np.arange(4, 6), per_text=np.int64(1), progress=False
     )

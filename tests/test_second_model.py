@@ -72,15 +72,15 @@ def second_decoder(tmp_path_factory) -> Path:
 def test_the_second_decoder_has_another_shape(second_decoder):
     model, _ = helpers.load_model(str(second_decoder))
     arch = helpers.describe(model)
-    assert (arch.layers, arch.heads, arch.kv_heads, arch.d_v, arch.causal) == (4, 4, 2, 64, True)
+    assert (arch.num_layers, arch.heads, arch.kv_heads, arch.d_v, arch.causal) == (4, 4, 2, 64, True)
     assert hasattr(model, "lm_head"), "a decoder loads with its language-model head"
 
 
 def test_the_second_model_has_another_shape(second_model):
     model, _ = helpers.load_model(str(second_model))
     second, default = helpers.describe(model), helpers.describe(helpers.load_model()[0])
-    assert (second.layers, second.heads, second.d, second.d_v) == (4, 4, 256, 64)
-    assert (second.layers, second.d_v) != (default.layers, default.d_v)
+    assert (second.num_layers, second.heads, second.d, second.d_v) == (4, 4, 256, 64)
+    assert (second.num_layers, second.d_v) != (default.num_layers, default.d_v)
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])

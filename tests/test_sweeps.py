@@ -24,7 +24,7 @@ def test_sweep_on_the_real_model(real_model):
     L, h = model.config.num_hidden_layers, model.config.num_attention_heads
     assert len(table) == 2 * L * h
     assert set(table.layer) == set(range(1, L + 1))
-    short, long = table[table.id == "short"], table[table.id == "long"]
+    short, long = table[table.example == "short"], table[table.example == "long"]
     assert (short.null_dim == 0).all() and np.allclose(short.correlation, 1.0, rtol=0, atol=1e-12)
     assert (long.null_dim == long.n - 32).all() and (long.correlation < 1).all()
     classes = ["[CLS]", "[SEP]", "punctuation", "other"]
@@ -59,8 +59,8 @@ def test_rank_sweep_per_text_covers_every_length_at_a_fraction_of_the_cost(tiny_
     encodings = [helpers.model.text.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), 40 + k) for k in range(6)]
     lengths = [4, 6, 8, 10, 12, 16, 20, 24, 32]
     frame = helpers.rank_sweep(tiny_model, encodings, lengths, per_text=3, progress=False)
-    jobs = frame[["text", "n"]].drop_duplicates()
-    assert (jobs.groupby("text").size() == 3).all()
+    jobs = frame[["example", "n"]].drop_duplicates()
+    assert (jobs.groupby("example").size() == 3).all()
     assert set(jobs["n"]) == set(lengths)
     with pytest.raises(ValueError, match="per_text"):
         helpers.rank_sweep(tiny_model, encodings, lengths, per_text=0, progress=False)
@@ -76,7 +76,7 @@ def test_rank_sweep_bad_input(tiny_model, tokenizer):
         helpers.rank_sweep(tiny_model, [encoding], [8], matrices="V", progress=False)
     with pytest.raises(ValueError, match="long"):
         helpers.rank_sweep(tiny_model, [encoding], [500], progress=False)
-    with pytest.raises(ValueError, match=">= 2"):
+    with pytest.raises(ValueError, match="must be between 2"):
         helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
 
 

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 import helpers
+from helpers.drivers.attribution import self_contribution_table
+from helpers.methods.attribution import Attribution
 from helpers.methods.word_classes import (
     WORD_CLASSES,
     class_summary,
     content_keeps_more_from,
     function_words,
-    self_contribution_by_class,
     word_classes,
     word_classes_of,
 )
@@ -74,16 +75,27 @@ def test_word_classes_of_ids(tokenizer):
     ]
 
 
-def _contributions(n: int, layers: int, seed: int) -> torch.Tensor:
+def _contributions(n: int, num_layers: int, seed: int) -> torch.Tensor:
     torch.manual_seed(seed)
-    raw = torch.rand(layers, n, n)
+    raw = torch.rand(num_layers, n, n)
     return raw / raw.sum(-1, keepdim=True)
+
+
+def _attribution(c: torch.Tensor) -> Attribution:
+    """An Attribution holding the contributions c: (L, n, n) of every layer."""
+    L, n, _ = c.shape
+    zeros = torch.zeros(n, dtype=torch.long)
+    return Attribution(c, c, tuple(range(1, L + 1)), L, "exact", None, zeros, zeros)
+
+
+def self_contribution_by_class(contributions, classes):
+    return self_contribution_table([_attribution(c) for c in contributions], classes=classes)
 
 
 def test_table_takes_the_diagonal_and_its_class():
     c = _contributions(4, 2, 0)
     classes = ["special", "content", "function", "special"]
-    table = self_contribution_by_class([c], [classes], layers=[1, 2])
+    table = self_contribution_by_class([c], [classes])
     assert len(table) == 8
     row = table[(table.layer == 2) & (table.position == 1)].iloc[0]
     assert row.word_class == "content"
@@ -99,7 +111,7 @@ def test_summary_and_first_layer_where_content_leads():
         for i, own in enumerate([content[k], 0.3, 0.3]):
             c[k, i] = (1 - own) / (n - 1)
             c[k, i, i] = own
-    table = self_contribution_by_class([c, c], [["content", "function", "punctuation"]] * 2, layers=range(1, L + 1))
+    table = self_contribution_by_class([c, c], [["content", "function", "punctuation"]] * 2)
     summary = class_summary(table)
     assert list(summary.columns) == ["layer", "word_class", "median", "mean", "tokens"]
     assert (summary.tokens == 2).all()
@@ -113,18 +125,14 @@ def test_summary_and_first_layer_where_content_leads():
 def test_table_errors():
     c = _contributions(3, 2, 1)
     with pytest.raises(ValueError, match="class labels"):
-        self_contribution_by_class([c], [["content"]], layers=[1, 2])
-    with pytest.raises(ValueError, match="layer numbers"):
-        self_contribution_by_class([c], [["content"] * 3], layers=[1])
-    with pytest.raises(ValueError, match="from 1"):
-        self_contribution_by_class([c], [["content"] * 3], layers=[0, 1])
+        self_contribution_by_class([c], [["content"]])
     with pytest.raises(ValueError, match="Unknown word classes"):
-        self_contribution_by_class([c], [["noun"] * 3], layers=[1, 2])
+        self_contribution_by_class([c], [["noun"] * 3])
     with pytest.raises(ValueError, match="2 class lists"):
-        self_contribution_by_class([c], [["content"] * 3] * 2, layers=[1, 2])
+        self_contribution_by_class([c], [["content"] * 3] * 2)
     with pytest.raises(ValueError, match="columns"):
         class_summary(pd.DataFrame({"layer": [1]}))
-    summary = class_summary(self_contribution_by_class([c], [["content"] * 3], layers=[1, 2]))
+    summary = class_summary(self_contribution_by_class([c], [["content"] * 3]))
     with pytest.raises(ValueError, match="no 'function'"):
         content_keeps_more_from(summary)
     with pytest.raises(ValueError, match="other"):
@@ -135,7 +143,7 @@ def test_on_a_tiny_model(tiny_model, tokenizer, one_thread):
     encoding = helpers.encode(tokenizer, "The cat sat on the mat, and it purred.")
     attribution = helpers.hidden_token_attribution(tiny_model, encoding, progress=False)
     classes = word_classes_of(tokenizer, attribution.input_ids)
-    table = self_contribution_by_class([attribution.contributions], [classes], attribution.layers)
+    table = self_contribution_table([attribution], classes=[classes])
     summary = class_summary(table)
     assert set(summary.word_class) <= set(WORD_CLASSES)
     assert summary.groupby("layer")["tokens"].sum().eq(attribution.n).all()

@@ -66,9 +66,6 @@ HTA = {
     "share_own_input_not_largest": {1: 0.0, 2: 0.0, 3: 0.0, 6: 0.18, 11: 0.30, 12: 0.30},
     # content words keep more of their own input than function words, clearly from this layer on
     "content_vs_function_from_layer": 4,
-    # reported cost of HTA in GlobEnc (Modarressi et al. 2022): 256 SST-2 examples
-    "globenc_hta_seconds_for_256_examples": 2 * 3600,
-    "globenc_norm_seconds_for_256_examples": 5,
 }
 
 # --------------------------------------------------------------------------- later work (chapter 7)
@@ -97,8 +94,18 @@ def paper_layer(layer: int, num_layers: int, paper_layers: int = PAPER_LAYERS) -
 
 
 # --------------------------------------------------------------------------- chapter 7: context mixing (more)
-# GlobEnc's reported Jacobian cost, seconds per example (2 hours for 256 SST-2 examples), and its norm measures
-GLOBENC_SECONDS_PER_EXAMPLE = {"jacobian": 2 * 3600 / 256, "norm_based": 5 / 256}
+# GlobEnc's reported cost (Modarressi et al. 2022), seconds for all of its 256 SST-2 examples: HTA's
+# Jacobian (2 hours) and the norm-based measures (5 s); ``globenc_seconds_per_example`` divides.
+GLOBENC_COST = {"examples": 256, "jacobian": 2 * 3600, "norm_based": 5}
+
+
+def globenc_seconds_per_example(kind: str = "jacobian") -> float:
+    """GlobEnc's reported seconds per example for ``"jacobian"`` or ``"norm_based"``."""
+    if kind not in ("jacobian", "norm_based"):
+        raise ValueError(f"kind must be 'jacobian' or 'norm_based'; got {kind!r}.")
+    return GLOBENC_COST[kind] / GLOBENC_COST["examples"]
+
+
 # The book's labels for the published rows it compares with (leave-one-out ranking, last layer, after rollout)
 CONTEXT_MIXING_LABELS = {
     "attention rollout": ("alti_sst2", "rollout"),
@@ -108,7 +115,7 @@ CONTEXT_MIXING_LABELS = {
     "norm_residual_ln rollout": ("globenc_table1", "norm_residual_ln"),
     "globenc rollout": ("globenc_table1", "globenc"),
 }
-__all__ += ["GLOBENC_SECONDS_PER_EXAMPLE", "CONTEXT_MIXING_LABELS"]
+__all__ += ["GLOBENC_COST", "globenc_seconds_per_example", "CONTEXT_MIXING_LABELS"]
 
 
 def published_mixing(label: str) -> float | None:

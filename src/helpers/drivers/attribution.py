@@ -22,6 +22,7 @@ from ..methods.attribution import (
     pair_positions,
     self_contribution,
 )
+from ..methods.word_classes import WORD_CLASSES
 from ..model.corpus import check_records
 from ..model.numbering import check_seed
 from ..model.text import encode, text_pair_of
@@ -31,7 +32,7 @@ def attribute_examples(
     model: PreTrainedModel,
     tokenizer,
     examples: Iterable,
-    method: str = "estimate",
+    estimator: str = "estimate",
     samples: int = 32,
     seed: int = 0,
     progress: bool = True,
@@ -44,40 +45,55 @@ def attribute_examples(
     seed = check_seed(seed)
     iterator = examples
     if progress:
-        iterator = tqdm(examples, desc=f"attribution ({method})", unit="example")
+        iterator = tqdm(examples, desc=f"attribution ({estimator})", unit="example")
     results = []
     for index, example in enumerate(iterator):
         encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
         results.append(
-            hidden_token_attribution(model, encoding, method=method, samples=samples, seed=seed + index, progress=False)
+            hidden_token_attribution(
+                model, encoding, estimator=estimator, samples=samples, seed=seed + index, progress=False
+            )
         )
     return results
 
 
-def self_contribution_table(results: Sequence[Attribution]):
-    """One row per (example, layer, hidden token): ``example, layer, relative_depth,
-    position, self_contribution, own_is_largest``. A pandas DataFrame."""
+def self_contribution_table(results: Sequence[Attribution], classes: Sequence[Sequence[str]] | None = None):
+    """One row per (example, layer, hidden token): ``example`` (index into ``results``), ``layer,
+    relative_depth, position, self_contribution, own_is_largest``. A pandas DataFrame.
+
+    ``classes``: optionally, per result, the n labels of ``helpers.methods.word_classes.word_classes_of``;
+    they add a ``word_class`` column (the table ``word_classes.class_summary`` reads).
+    """
     import pandas as pd
 
+    if not results:
+        raise ValueError("No results to tabulate.")
+    if classes is not None and len(classes) != len(results):
+        raise ValueError(f"Got {len(results)} results but {len(classes)} class lists.")
     frames = []
     for index, attribution in enumerate(results):
-        own = self_contribution(attribution).numpy()
+        own = self_contribution(attribution).double().numpy()
         largest = own_input_is_largest(attribution).numpy()
         L, n = own.shape
-        frames.append(
-            pd.DataFrame(
-                {
-                    "example": index,
-                    "layer": np.repeat(attribution.layers, n),
-                    "relative_depth": np.repeat(attribution.relative_depth, n),
-                    "position": np.tile(np.arange(n), L),
-                    "self_contribution": own.ravel(),
-                    "own_is_largest": largest.ravel(),
-                }
-            )
+        frame = pd.DataFrame(
+            {
+                "example": index,
+                "layer": np.repeat(attribution.layer_numbers, n),
+                "relative_depth": np.repeat(attribution.relative_depth, n),
+                "position": np.tile(np.arange(n), L),
+                "self_contribution": own.ravel(),
+                "own_is_largest": largest.ravel(),
+            }
         )
-    if not frames:
-        raise ValueError("No results to tabulate.")
+        if classes is not None:
+            labels = list(classes[index])
+            if len(labels) != n:
+                raise ValueError(f"Result {index} has {n} tokens but {len(labels)} class labels.")
+            unknown = set(labels) - set(WORD_CLASSES)
+            if unknown:
+                raise ValueError(f"Unknown word classes {sorted(unknown)}; expected {WORD_CLASSES}.")
+            frame["word_class"] = np.tile(np.asarray(labels, dtype=object), L)
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -108,7 +124,7 @@ def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int
         raise ValueError("No results to tabulate.")
     labels, totals, tokens, pairs = None, None, 0, None
     for attribution in results:
-        if attribution.layers != results[0].layers:
+        if attribution.layer_numbers != results[0].layer_numbers:
             raise ValueError("The results cover different layers.")
         labels, groups = distance_groups(attribution, bins)
         summed = groups.sum(dim=1)  # (L', G): summed over hidden tokens
@@ -119,7 +135,7 @@ def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int
     mean = (totals / tokens).numpy()
     per_token = (totals / pairs.clamp_min(1)).numpy()
     rows = []
-    for k, layer in enumerate(results[0].layers):
+    for k, layer in enumerate(results[0].layer_numbers):
         for g, label in enumerate(labels):
             rows.append(
                 {
@@ -158,7 +174,7 @@ def cls_table(results: Sequence[Attribution], window: int = 3) -> ClsTables:
         sep, last = pair_positions(attribution)
         sizes = [1, sep - 1, 1, last - sep - 1, 1]
         offsets, around = cls_around_separator(attribution, window)
-        for k, layer in enumerate(attribution.layers):
+        for k, layer in enumerate(attribution.layer_numbers):
             for g, label in enumerate(labels):
                 share = float(shares[k, g])
                 segment_rows.append(

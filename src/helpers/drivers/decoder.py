@@ -25,7 +25,7 @@ def sink_sweep(
     """Raw and effective attention on ``position`` for every text, layer and head of a causal model.
 
     Rows from ``from_row`` on (default d_v, the first row whose prefix can have a null space)
-    are summed. One table row per text, layer (1..L) and head (1..h): ``text`` (index into
+    are summed. One table row per text, layer (1..L) and head (1..h): ``example`` (index into
     ``texts``), ``layer``, ``head``, ``kv_head`` (1..h_kv), ``n``, ``rows``, ``raw`` and
     ``effective`` (sums over those rows), and ``value_norm_ratio`` = ||T[position]|| over the
     mean ||T[j]|| of the other positions.
@@ -55,7 +55,7 @@ def sink_sweep(
         frames.append(
             pd.DataFrame(
                 {
-                    "text": index,
+                    "example": index,
                     "layer": [layer_number(k) for k in range(L) for _ in range(h)],
                     "head": [head_number(j) for _ in range(L) for j in range(h)],
                     "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],

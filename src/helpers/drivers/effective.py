@@ -33,8 +33,8 @@ def effective_attention_sweep(
         progress: show a tqdm bar.
 
     Returns:
-        A pandas DataFrame with columns ``id, source, n, layer, head, rank,
-        null_dim, correlation`` (Pearson, raw vs effective) and, for each token
+        A pandas DataFrame with columns ``example`` (``Example.id``; the index for a plain
+        string), ``source, n, layer, head, rank, null_dim, correlation`` (Pearson, raw vs effective) and, for each token
         class ``c`` of ``helpers.methods.tokens.token_classes``, ``raw_c`` and ``effective_c``
         (``helpers.methods.tokens.attention_to``). Layers and heads count from 1.
     """
@@ -67,7 +67,7 @@ def effective_attention_sweep(
         part = pd.DataFrame(frame)
         part.insert(0, "n", internals.n)
         part.insert(0, "source", getattr(example, "source", "given text"))
-        part.insert(0, "id", getattr(example, "id", str(index)))
+        part.insert(0, "example", getattr(example, "id", str(index)))
         rows.append(part)
     table = pd.concat(rows, ignore_index=True)
     table["rank"] = table["rank"].astype(int)

@@ -33,7 +33,7 @@ from ..methods.tokens import attention_to
 from ..model.capture import capture
 from ..model.checks import check_supported
 from ..model.corpus import Split, check_records
-from ..model.numbering import check_count, layer_number
+from ..model.numbering import check_count, check_integer, layer_number
 from ..model.text import encode, text_pair_of
 
 __all__ = [
@@ -88,8 +88,7 @@ def _check_examples(examples: Sequence, what: str) -> list:
                 )
         if not isinstance(example.text_a, str) or not isinstance(example.text_b, str):
             raise ValueError(f"Example {getattr(example, 'id', '?')} is not a sentence pair (text_a and text_b).")
-        if isinstance(example.label, bool) or not isinstance(example.label, (int, np.integer)):
-            raise ValueError(f"Example {getattr(example, 'id', '?')} has no integer label (got {example.label!r}).")
+        check_integer(example.label, f"the label of example {getattr(example, 'id', '?')}", 0)
     return examples
 
 

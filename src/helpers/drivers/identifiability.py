@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,12 +23,12 @@ from ..methods.probes import (
     fit_map,
     fit_token_map,
     identifiability_rate,
-    nearest_in_sentence,
+    nearest_in_sequence,
     neighbour_rows,
 )
 from ..model.checks import check_supported, float32_model
 from ..model.corpus import check_records
-from ..model.numbering import check_seed
+from ..model.numbering import check_count, check_seed
 from ..model.text import text_pair_of
 
 
@@ -71,9 +70,7 @@ def collect_hidden_tokens(
     pairs = [text_pair_of(item, i) for i, item in enumerate(texts)]
     if not pairs:
         raise ValueError("No texts given: collect_hidden_tokens needs at least one sequence.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
-    batch_size = int(batch_size)
+    batch_size = check_count(batch_size, "batch_size")
     if getattr(tokenizer, "padding_side", "right") != "right":
         raise ValueError(
             "The tokenizer pads on the left; BERT's absolute positions need tokenizer.padding_side = 'right'."
@@ -104,7 +101,7 @@ def collect_hidden_tokens(
 
     raw: list[torch.Tensor] = []
     hook = model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
-    hidden, inputs, sentence, position, input_ids = [], [], [], [], []
+    hidden, inputs, sequence, position, input_ids = [], [], [], [], []
     try:
         for batch in tqdm(batches, desc="hidden states", disable=not progress):
             first = [pairs[i][0] for i in batch]
@@ -122,17 +119,17 @@ def collect_hidden_tokens(
             hidden.append(states[:, mask].cpu())
             inputs.append(raw[0][mask].cpu())
             ids = torch.tensor(batch, device=mask.device)
-            sentence.append(ids[:, None].expand_as(mask)[mask].cpu())
+            sequence.append(ids[:, None].expand_as(mask)[mask].cpu())
             position.append(torch.arange(mask.shape[1], device=mask.device).expand_as(mask)[mask].cpu())
             input_ids.append(encoding["input_ids"][mask].cpu())
     finally:
         hook.remove()
-    sentence_all = torch.cat(sentence)
-    order = torch.sort(sentence_all, stable=True).indices  # back to the order of ``texts``
+    sequence_all = torch.cat(sequence)
+    order = torch.sort(sequence_all, stable=True).indices  # back to the order of ``texts``
     return HiddenTokens(
         hidden=torch.cat(hidden, dim=1)[:, order],
         x=torch.cat(inputs)[order],
-        sentence=sentence_all[order],
+        sequence=sequence_all[order],
         position=torch.cat(position)[order],
         input_ids=torch.cat(input_ids)[order],
     )
@@ -208,12 +205,12 @@ def generalisation_matrix(
         raise ValueError("generalisation_matrix takes maps to the token itself (offset 0), not neighbour maps.")
     chosen = _hidden_states(test, hidden_states)
     N, d = test.hidden.shape[1:]
-    queries_sentence = test.sentence.repeat(len(chosen))  # all hidden states in one search: (len(chosen) * N,)
+    queries_sequence = test.sequence.repeat(len(chosen))  # all hidden states in one search: (len(chosen) * N,)
     own = torch.arange(N)
     out = torch.empty(len(maps), len(chosen))
     for i, token_map in enumerate(maps):
         predicted = token_map(test.hidden[chosen].reshape(-1, d))
-        nearest = nearest_in_sentence(predicted, queries_sentence, test.x, test.sentence, token_map.distance)
+        nearest = nearest_in_sequence(predicted, queries_sequence, test.x, test.sequence, token_map.distance)
         out[i] = (nearest.view(len(chosen), N) == own).float().mean(dim=1)
     return out
 
@@ -224,23 +221,24 @@ def fraction_curve(
     fractions: Sequence[float] = (0.5, 0.8, 0.9, 1.0),
     kinds: Sequence[str] = ("linear", "mlp"),
     loss: str = "cosine",
-    hidden_state: int = -1,
+    hidden_state: int | None = None,
     seed: int = 0,
     progress: bool = True,
     **options,
 ) -> pd.DataFrame:
-    """Test rate at ``hidden_state`` (default -1: the last, L) against the fraction of training sequences used.
+    """Test rate at ``hidden_state`` (0..L; default None: the last, L) against the fraction of training sequences used.
 
     The subsets are nested.
-    Returns a table with columns map, fraction, sentences, tokens, rate.
+    Returns a table with columns map, fraction, sequences, tokens, rate.
     """
     from tqdm.auto import tqdm
 
     check_disjoint(train, test)
     seed = check_seed(seed)
+    hidden_state = train.num_layers if hidden_state is None else hidden_state
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise ValueError(f"fractions must be non-empty and each in (0, 1]; got {list(fractions)}.")
-    ids = train.sentence_ids
+    ids = train.sequence_ids
     permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
     rows = []
     jobs = [(kind, f) for kind in kinds for f in fractions]
@@ -251,7 +249,7 @@ def fraction_curve(
             {
                 "map": kind,
                 "fraction": f,
-                "sentences": len(subset.sentence_ids),
+                "sequences": len(subset.sequence_ids),
                 "tokens": len(subset),
                 "rate": evaluate_map(fitted, test),
             }
@@ -264,14 +262,14 @@ def _interior(tokens: HiddenTokens, offsets: Sequence[int]) -> tuple[torch.Tenso
     keep = torch.ones(len(tokens), dtype=torch.bool)
     for k in offsets:
         has = torch.zeros(len(tokens), dtype=torch.bool)
-        has[neighbour_rows(tokens.sentence, tokens.position, k)[0]] = True
+        has[neighbour_rows(tokens.sequence, tokens.position, k)[0]] = True
         keep &= has
     rows = torch.nonzero(keep).squeeze(1)
     if rows.numel() == 0:
         raise ValueError(f"No token has neighbours at all the offsets {list(offsets)}: the sequences are too short.")
     targets = {}
     for k in offsets:
-        sources, found = neighbour_rows(tokens.sentence, tokens.position, k)
+        sources, found = neighbour_rows(tokens.sequence, tokens.position, k)
         lookup = torch.full((len(tokens),), -1, dtype=torch.long)
         lookup[sources] = found
         targets[k] = lookup[rows]
@@ -329,8 +327,8 @@ def neighbour_rates(
 
         with torch.no_grad():  # one nearest-token search for all offsets of this hidden state
             predicted = torch.cat([predict(i, test.hidden[state, test_rows]) for i in range(len(offsets))])
-            query_sentence = test.sentence[test_rows].repeat(len(offsets))
-            nearest = nearest_in_sentence(predicted, query_sentence, test.x, test.sentence, loss)
+            query_sequence = test.sequence[test_rows].repeat(len(offsets))
+            nearest = nearest_in_sequence(predicted, query_sequence, test.x, test.sequence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
         rows += [
             {"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)
@@ -350,6 +348,7 @@ def naive_identifiability_table(
     examples = check_records(examples)
     tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
     rates = [
-        identifiability_rate(tokens.hidden[i], tokens.x, tokens.sentence, distance) for i in range(tokens.layers + 1)
+        identifiability_rate(tokens.hidden[i], tokens.x, tokens.sequence, distance)
+        for i in range(tokens.num_layers + 1)
     ]
-    return pd.DataFrame({"hidden_state": range(tokens.layers + 1), "rate": rates})
+    return pd.DataFrame({"hidden_state": range(tokens.num_layers + 1), "rate": rates})

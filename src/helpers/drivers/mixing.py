@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -13,9 +12,12 @@ from tqdm.auto import tqdm
 
 from ..methods import mixing
 from ..methods.linalg import row_spearman, spearman
+from ..methods.linearised import linearise
 from ..model.capture import capture
-from ..model.numbering import check_seed
+from ..model.checks import check_supported, float32_model
+from ..model.numbering import check_integer, check_seed
 from ..model.text import encode
+from .timing import timed
 
 MIXING_MEASURES = (
     ("attention", {}),
@@ -51,12 +53,6 @@ class MixingSweep:
     local_samples: int | None
 
 
-def _timed(function, *args, **kwargs):
-    start = time.perf_counter()
-    result = function(*args, **kwargs)
-    return time.perf_counter() - start, result
-
-
 def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> list[dict]:
     L, n = rho.shape
     return [
@@ -66,7 +62,7 @@ def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> 
             "kind": kind,
             **extra,
             "layer": k + 1,
-            "token": i,
+            "position": i,
             "rho": float(rho[k, i]),
         }
         for k in range(L)
@@ -74,14 +70,16 @@ def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> 
     ]
 
 
-def _global_measures(model, internals, measures) -> dict[str, mixing.Mixing]:
-    """Every measure of ``measures`` after rollout, and grad_input, of one captured sequence."""
+def _global_measures(model, internals, lin, measures) -> dict[str, mixing.Mixing]:
+    """Every measure of ``measures`` after rollout, and grad_input, of one captured, linearised sequence."""
     results = {}
     for local in mixing.local_measures(model, internals, measures):
         rolled = mixing.rolled_out(local)
         results[rolled.name] = rolled
     grad = mixing.Mixing(
-        scores=mixing.normalise_rows(mixing.grad_input_scores(model, internals)), method="grad_input", rollout=False
+        scores=mixing.normalise_rows(mixing.grad_input_scores(model, internals, lin)),
+        measure="grad_input",
+        rollout=False,
     )
     results[grad.name] = grad
     return results
@@ -105,7 +103,7 @@ def context_mixing_sweep(
 
     Args:
         examples: records with ``id``, ``text_a`` and optional ``text_b`` (``load_corpus``).
-        measures: (method, options) pairs of local measures; each runs once per layer
+        measures: (measure, options) pairs of local measures; each runs once per layer
             (local) and with rollout (global). ``grad_input`` always runs as a global measure.
         hta_options: options of the HTA reference (``context_mixing(..., "hta", **options)``),
             default exact.
@@ -115,29 +113,34 @@ def context_mixing_sweep(
         seed: seed of both estimates.
         progress: show a progress bar over the examples.
     """
-    hta_options = {"estimator": "exact", **(hta_options or {})}
-    if hta_options["estimator"] == "estimate":
-        hta_options.setdefault("seed", seed)
+    check_supported(model)
+    model = float32_model(model)
+    hta = mixing.check_hta_options(model, dict(hta_options or {}))
+    if hta.estimator == "estimate" and "seed" not in (hta_options or {}):
+        hta = hta._replace(seed=check_seed(seed))
+    if local_samples is not None:
+        check_integer(local_samples, "local_samples (None: exact)", 1, model.config.hidden_size)
     agreement, loo_rows = [], []
     special = set(tokenizer.all_special_ids)
     examples = list(examples)
     for number, example in enumerate(tqdm(examples, desc="context mixing", disable=not progress)):
         encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
-        internals = capture(model, encoding)
-        hta = mixing.context_mixing(model, encoding, "hta", **hta_options)
+        internals = capture(model, encoding)  # one forward pass and one linearisation per example
+        lin = linearise(model, internals.x, reference=internals.hidden_states)
+        reference = mixing.hta_mixing(lin, encoding, hta)
         loo = mixing.leave_one_out(model, encoding, tokenizer.mask_token_id)
         keep = torch.tensor([int(t) not in special for t in encoding["input_ids"][0]])
         if local_examples is None or number < local_examples:
-            local = mixing.local_hta(model, encoding, samples=local_samples, seed=seed)
+            local = mixing.local_hta_linearised(lin, samples=local_samples, seed=seed)
             for result in mixing.local_measures(model, internals, measures):
                 agreement += _rows(example.id, result.name, "local", row_spearman(result.scores, local.scores))
-        results = {"hta": hta, **_global_measures(model, internals, measures)}
+        results = {"hta": reference, **_global_measures(model, internals, lin, measures)}
         for name, result in results.items():
             if name != "hta":
-                agreement += _rows(example.id, name, "global", row_spearman(result.scores, hta.scores))
+                agreement += _rows(example.id, name, "global", row_spearman(result.scores, reference.scores))
             received = result.scores[-1].mean(0)  # (n,) each input's share, averaged over hidden tokens
             loo_rows.append({"example": example.id, "measure": name, "rho": spearman(received[keep], loo[keep])})
-    return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), hta_options, local_samples)
+    return MixingSweep(pd.DataFrame(agreement), pd.DataFrame(loo_rows), hta._asdict(), local_samples)
 
 
 def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
@@ -155,7 +158,7 @@ def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
 def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Median ``rho`` per measure (rows) and layer (columns), the measures in a fixed order.
 
-    The order is that of ``mixing.METHODS``, each measure before its effective-attention
+    The order is that of ``mixing.MEASURES``, each measure before its effective-attention
     variant. An order by value would swap two measures whose medians nearly tie, and so
     change the table from one CPU to another.
     """
@@ -164,9 +167,9 @@ def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _measure_order(measure: str) -> tuple[int, bool, str]:
-    """Sort key of a measure's name ("globenc+eff rollout"): its method's place in ``mixing.METHODS``."""
-    method, _, _ = measure.split(" ")[0].partition("+")
-    place = mixing.METHODS.index(method) if method in mixing.METHODS else len(mixing.METHODS)
+    """Sort key of a measure's name ("globenc+eff rollout"): its measure's place in ``mixing.MEASURES``."""
+    measure, _, _ = measure.split(" ")[0].partition("+")
+    place = mixing.MEASURES.index(measure) if measure in mixing.MEASURES else len(mixing.MEASURES)
     return place, "+eff" in measure, measure
 
 
@@ -203,25 +206,25 @@ def check_reference(
 
     Exact HTA costs n d forward-mode tangents per example (minutes for a pair of 40
     tokens on two CPU cores): pass short examples. Every measure is timed as a reader
-    would call it, ``context_mixing(model, encoding, method, rollout=True, **options)``.
+    would call it, ``context_mixing(model, encoding, measure, rollout=True, **options)``.
     """
     check_seed(seed)
     agreement, estimate_rows, cost = [], [], []
     for example in tqdm(list(examples), desc="exact HTA", disable=not progress):
         encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
         n = int(encoding["input_ids"].shape[1])
-        seconds, exact = _timed(mixing.context_mixing, model, encoding, "hta")
+        seconds, exact = timed(mixing.context_mixing, model, encoding, "hta")
         cost.append({"example": example.id, "n": n, "measure": "hta (exact)", "seconds": seconds})
-        seconds, estimate = _timed(
+        seconds, estimate = timed(
             mixing.context_mixing, model, encoding, "hta", estimator="estimate", samples=samples, seed=seed
         )
         cost.append(
             {"example": example.id, "n": n, "measure": f"hta (estimate, {samples} samples)", "seconds": seconds}
         )
         estimate_rows += _rows(example.id, "hta (estimate)", "exact", row_spearman(estimate.scores, exact.scores))
-        calls = [(method, {"rollout": True, **options}) for method, options in measures] + [("grad_input", {})]
-        for method, options in calls:
-            seconds, result = _timed(mixing.context_mixing, model, encoding, method, **options)
+        calls = [(measure, {"rollout": True, **options}) for measure, options in measures] + [("grad_input", {})]
+        for measure, options in calls:
+            seconds, result = timed(mixing.context_mixing, model, encoding, measure, **options)
             cost.append({"example": example.id, "n": n, "measure": result.name, "seconds": seconds})
             for name, reference in (("exact", exact), ("estimate", estimate)):
                 rho = row_spearman(result.scores, reference.scores)

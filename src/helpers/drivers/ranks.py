@@ -5,7 +5,6 @@ Tables follow the book's numbering: ``layer`` 1..L, ``head`` 1..h; ``n`` is the 
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Sequence
 
 import pandas as pd
@@ -15,7 +14,7 @@ from transformers import BatchEncoding, PreTrainedModel
 from ..methods.linalg import DEFAULT_RTOL
 from ..methods.nullspace import check_matrices, ranks_of
 from ..model.capture import capture
-from ..model.numbering import head_number, layer_number
+from ..model.numbering import check_count, check_integer, head_number, layer_number
 from ..model.text import check_single_sequence, prefix_encoding
 
 
@@ -38,24 +37,20 @@ def rank_sweep(
     rank(T) (n x d) is the paper's quantity and equals rank(V) whenever H
     has full row rank.
 
-    Returns one row per (text, n, layer, head) with columns ``text, n,
-    layer, head, rank_<name>`` for each requested matrix, and
+    Returns one row per (encoding, n, layer, head) with columns ``example`` (the
+    encoding's index in ``encodings``), ``n, layer, head, rank_<name>`` for each requested matrix, and
     ``null_dim_<name> = n - rank_<name>``. ``n`` is the prefix length, layers
     count 1..L and heads 1..h.
     """
     lengths = list(lengths)
-    if any(isinstance(length, bool) or not isinstance(length, numbers.Integral) for length in lengths):
-        raise TypeError(f"lengths must be integers (token counts); got {lengths!r}.")
-    lengths = sorted({int(length) for length in lengths})
-    if not lengths or lengths[0] < 2:
-        raise ValueError(f"lengths must be integers >= 2; got {lengths}.")
+    lengths = sorted({check_integer(length, "each of lengths (a token count)", 2) for length in lengths})
+    if not lengths:
+        raise ValueError("lengths is empty: give at least one prefix length >= 2.")
     if not encodings:
         raise ValueError("encodings is empty: give at least one encoded text.")
     check_matrices(matrices)
-    if per_text is not None and (
-        isinstance(per_text, bool) or not isinstance(per_text, numbers.Integral) or per_text < 1
-    ):
-        raise ValueError(f"per_text must be a positive int or None; got {per_text!r}.")
+    if per_text is not None:
+        per_text = check_count(per_text, "per_text (None: every length)")
     jobs = []
     for t, enc in enumerate(encodings):
         usable = [length for length in lengths if length <= check_single_sequence(enc)]
@@ -66,13 +61,13 @@ def rank_sweep(
     if not jobs:
         raise ValueError(f"No encoding is as long as the shortest requested length ({lengths[0]}).")
     rows = []
-    for text, length in tqdm(jobs, disable=not progress, desc="rank sweep"):
-        internals = capture(model, prefix_encoding(encodings[text], length))
+    for example, length in tqdm(jobs, disable=not progress, desc="rank sweep"):
+        internals = capture(model, prefix_encoding(encodings[example], length))
         ranks = ranks_of(internals, matrices, rtol)
-        L, h = internals.layers, internals.heads
+        L, h = internals.num_layers, internals.heads
         for layer in range(L):
             for head in range(h):
-                row = {"text": text, "n": length, "layer": layer_number(layer), "head": head_number(head)}
+                row = {"example": example, "n": length, "layer": layer_number(layer), "head": head_number(head)}
                 for name, value in ranks.items():
                     row[f"rank_{name}"] = int(value[layer, head])
                     row[f"null_dim_{name}"] = length - int(value[layer, head])

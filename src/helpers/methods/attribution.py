@@ -28,14 +28,17 @@ from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
 from ..model.checks import check_supported, check_tensor, float32_model
-from ..model.numbering import check_seed, layer_index
+from ..model.numbering import check_count, check_integer, check_seed, layer_index
 from ..model.text import check_encoding
-from . import jacobians
+from . import jacobians, linearised
 
 __all__ = [
-    "METHODS",
+    "ESTIMATORS",
     "Attribution",
     "hidden_token_attribution",
+    "attribute_linearised",
+    "AttributionOptions",
+    "check_attribution_options",
     "contributions_from_norms",
     "self_contribution",
     "own_input_is_largest",
@@ -46,24 +49,24 @@ __all__ = [
     "EstimateAgreement",
 ]
 
-METHODS = ("exact", "estimate")
+ESTIMATORS = ("exact", "estimate")
 
 DEFAULT_BINS = ((1, 5), (6, 10), (11, None))
 
 
 @dataclass
 class Attribution:
-    """Hidden Token Attribution of one sequence of n tokens, for the layers in ``layers``.
+    """Hidden Token Attribution of one sequence of n tokens, for the layers in ``layer_numbers``.
 
-    ``contributions[k, i, j]`` is c^l_ij for ``l = layers[k]`` (1-based: layer l's
+    ``contributions[k, i, j]`` is c^l_ij for ``l = layer_numbers[k]`` (1-based: layer l's
     output); rows sum to 1. ``norms[k, i, j]`` is ||J^l_ij||_F. Tensors live on the CPU.
     """
 
-    contributions: torch.Tensor  # (len(layers), n, n)
-    norms: torch.Tensor  # (len(layers), n, n)
-    layers: tuple[int, ...]
+    contributions: torch.Tensor  # (len(layer_numbers), n, n)
+    norms: torch.Tensor  # (len(layer_numbers), n, n)
+    layer_numbers: tuple[int, ...]
     num_layers: int  # depth of the model, for relative depth
-    method: str
+    estimator: str
     samples: int | None  # None for the exact norms
     input_ids: torch.Tensor  # (n,)
     token_type_ids: torch.Tensor  # (n,)
@@ -74,14 +77,14 @@ class Attribution:
 
     @property
     def relative_depth(self) -> np.ndarray:
-        """layer / L for each entry of ``layers``."""
-        return np.array(self.layers, dtype=float) / self.num_layers
+        """layer / L for each entry of ``layer_numbers``."""
+        return np.array(self.layer_numbers, dtype=float) / self.num_layers
 
     def at(self, layer: int) -> torch.Tensor:
         """c^l for one 1-based layer number: (n, n)."""
-        if layer not in self.layers:
-            raise ValueError(f"Layer {layer} was not computed; this result holds layers {list(self.layers)}.")
-        return self.contributions[self.layers.index(layer)]
+        if layer not in self.layer_numbers:
+            raise ValueError(f"Layer {layer} was not computed; this result holds layers {list(self.layer_numbers)}.")
+        return self.contributions[self.layer_numbers.index(layer)]
 
 
 def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
@@ -97,37 +100,39 @@ def contributions_from_norms(norms: torch.Tensor) -> torch.Tensor:
     return norms / total
 
 
-def _check_layers(layers: int | Sequence[int] | None, depth: int) -> tuple[int, ...]:
+def _check_layer_numbers(layer_numbers: int | Sequence[int] | None, depth: int) -> tuple[int, ...]:
     """None: every layer; an integer: that one layer; else a sequence of integer layer numbers 1..depth."""
-    if layers is None:
+    if layer_numbers is None:
         return tuple(range(1, depth + 1))
-    if isinstance(layers, numbers.Integral) and not isinstance(layers, bool):
-        layers = (layers,)
-    if isinstance(layers, (str, bytes)) or not isinstance(layers, (Sequence, np.ndarray, torch.Tensor, range)):
+    if isinstance(layer_numbers, numbers.Integral) and not isinstance(layer_numbers, bool):
+        layer_numbers = (layer_numbers,)
+    if isinstance(layer_numbers, (str, bytes)) or not isinstance(
+        layer_numbers, (Sequence, np.ndarray, torch.Tensor, range)
+    ):
         raise TypeError(
-            f"layers must be None, a layer number or a list of layer numbers (1..{depth}); got {type(layers).__name__} "
-            f"{layers!r}."
+            f"layer_numbers must be None, a layer number or a list of layer numbers (1..{depth}); got {type(layer_numbers).__name__} "
+            f"{layer_numbers!r}."
         )
-    if isinstance(layers, (np.ndarray, torch.Tensor)):
-        layers = layers.tolist() if layers.ndim == 1 else [layers.tolist()]
+    if isinstance(layer_numbers, (np.ndarray, torch.Tensor)):
+        layer_numbers = layer_numbers.tolist() if layer_numbers.ndim == 1 else [layer_numbers.tolist()]
     checked = []
-    for layer in layers:  # integers in 1..depth; a TypeError for "12", 2.7 or None
+    for layer in layer_numbers:  # integers in 1..depth; a TypeError for "12", 2.7 or None
         try:
             checked.append(layer_index(layer, depth) + 1)
         except ValueError:
             raise ValueError(f"Layers are numbered 1..{depth} (layer l's output); got {layer!r}.") from None
     checked = tuple(checked)
     if not checked:
-        raise ValueError("layers is empty; pass None for every layer.")
+        raise ValueError("layer_numbers is empty; pass None for every layer.")
     return checked
 
 
 def hidden_token_attribution(
     model: PreTrainedModel,
     encoding: BatchEncoding,
-    method: str = "exact",
+    estimator: str = "exact",
     samples: int = 32,
-    layers: Sequence[int] | None = None,
+    layer_numbers: Sequence[int] | None = None,
     seed: int = 0,
     chunk_size: int | None = None,
     memory_mb: float = jacobians.DEFAULT_MEMORY_MB,
@@ -138,11 +143,11 @@ def hidden_token_attribution(
     Args:
         model: a BERT encoder with eager attention, in eval mode (``load_model``).
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
-        method: ``"exact"`` (d forward-mode tangents per input token) or
+        estimator: ``"exact"`` (d forward-mode tangents per input token) or
             ``"estimate"`` (``samples`` random orthonormal tangents per input token).
         samples: tangents per input token for the estimate, 1..d (d gives the exact values);
-            unused (and not checked) by the exact method.
-        layers: 1-based layer numbers to return (default: all), or one layer number. Only layers up to
+            unused (and not checked) by the exact estimator.
+        layer_numbers: 1-based layer numbers to return (default: all), or one layer number. Only layers up to
             the deepest one requested are computed.
         seed: seed of the estimate's random tangents.
         chunk_size: tangents per batched push (default: from ``memory_mb``).
@@ -150,67 +155,110 @@ def hidden_token_attribution(
         progress: show a progress bar over chunks of tangents.
 
     Returns:
-        An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layers), n, n).
+        An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layer_numbers), n, n).
         A bfloat16 / float16 model is linearised through a float32 copy of itself.
 
     Raises:
-        ValueError: unknown method, samples out of range, a sequence longer than the
+        ValueError: unknown estimator, samples out of range, a sequence longer than the
             model takes, a padded or batched encoding, token ids the model cannot embed,
             layers out of range.
-        TypeError: layers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
+        TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
         UnsupportedModelError: not a BERT encoder with eager attention.
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
     check_supported(model)
-    d = model.config.hidden_size
-    if method == "estimate":  # the exact norms take no samples: whatever is passed is unused
-        if isinstance(samples, bool) or not isinstance(samples, numbers.Integral):
-            raise TypeError(f"samples must be an integer, got {type(samples).__name__}.")
-        if not 1 <= samples <= d:
-            raise ValueError(f"samples must be between 1 and d = {d} (d gives the exact values); got {samples}.")
-    seed = check_seed(seed)
+    options = check_attribution_options(
+        model, estimator, samples, layer_numbers, seed, chunk_size=chunk_size, memory_mb=memory_mb, progress=progress
+    )
     check_encoding(model, encoding)
-    layers = _check_layers(layers, model.config.num_hidden_layers)
     model = float32_model(model)  # bfloat16 / float16: the linearisation runs on a float32 copy
-
     internals = capture(model, encoding)
-    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
+    return attribute_linearised(
+        linearised.linearise(model, internals.x, reference=internals.hidden_states), encoding, options
+    )
+
+
+class AttributionOptions(NamedTuple):
+    """The checked options of ``hidden_token_attribution`` (``check_attribution_options``)."""
+
+    estimator: str
+    samples: int | None  # None for the exact estimator
+    layer_numbers: tuple[int, ...]
+    seed: int
+    chunk_size: int | None
+    memory_mb: float
+    progress: bool
+
+
+def check_attribution_options(
+    model: PreTrainedModel,
+    estimator: str = "exact",
+    samples: int = 32,
+    layer_numbers: Sequence[int] | int | None = None,
+    seed: int = 0,
+    chunk_size: int | None = None,
+    memory_mb: float = jacobians.DEFAULT_MEMORY_MB,
+    progress: bool = False,
+) -> AttributionOptions:
+    """The options of ``hidden_token_attribution``, checked against ``model``, as ``AttributionOptions``."""
+    if not isinstance(estimator, str) or estimator not in ESTIMATORS:
+        raise ValueError(f"Unknown estimator {estimator!r}; choose one of {ESTIMATORS}.")
+    if estimator == "estimate":  # the exact norms take no samples: whatever is passed is unused
+        samples = check_integer(samples, "samples (d gives the exact values)", 1, model.config.hidden_size)
+    if chunk_size is not None:
+        chunk_size = check_count(chunk_size, "chunk_size")
+    if not memory_mb > 0:
+        raise ValueError(f"memory_mb must be positive; got {memory_mb}.")
+    return AttributionOptions(
+        estimator,
+        None if estimator == "exact" else samples,
+        _check_layer_numbers(layer_numbers, model.config.num_hidden_layers),
+        check_seed(seed),
+        chunk_size,
+        memory_mb,
+        bool(progress),
+    )
+
+
+def attribute_linearised(
+    lin: linearised.LinearisedBert, encoding: BatchEncoding, options: AttributionOptions
+) -> Attribution:
+    """``hidden_token_attribution`` of an already linearised sequence; ``options`` are trusted.
+
+    For callers that captured and linearised the sequence once and checked its options
+    (``context_mixing``, the chapter-7 sweep).
+    """
     norms = jacobians.block_norms(
         lin,
-        samples=None if method == "exact" else int(samples),
-        depth=max(layers),
-        seed=seed,
-        chunk_size=chunk_size,
-        memory_mb=memory_mb,
-        progress=progress,
+        samples=options.samples,
+        depth=max(options.layer_numbers),
+        seed=options.seed,
+        chunk_size=options.chunk_size,
+        memory_mb=options.memory_mb,
+        progress=options.progress,
     )
-    norms = norms[[layer - 1 for layer in layers]].float().cpu()
+    norms = norms[[layer - 1 for layer in options.layer_numbers]].float().cpu()
     token_type_ids = encoding.get("token_type_ids")
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(encoding["input_ids"])
     return Attribution(
         contributions=contributions_from_norms(norms),
         norms=norms,
-        layers=layers,
-        num_layers=model.config.num_hidden_layers,
-        method=method,
-        samples=None if method == "exact" else int(samples),
+        layer_numbers=options.layer_numbers,
+        num_layers=lin.depth,
+        estimator=options.estimator,
+        samples=options.samples,
         input_ids=encoding["input_ids"][0].cpu(),
         token_type_ids=token_type_ids[0].cpu(),
     )
 
 
-# ---------------------------------------------------------------- per-sequence summaries
-
-
 def self_contribution(attribution: Attribution) -> torch.Tensor:
-    """c^l_ii, each hidden token's share from its own input token: (len(layers), n)."""
+    """c^l_ii, each hidden token's share from its own input token: (len(layer_numbers), n)."""
     return torch.diagonal(attribution.contributions, dim1=-2, dim2=-1)
 
 
 def own_input_is_largest(attribution: Attribution) -> torch.Tensor:
-    """True where c^l_ii is the largest contribution to hidden token i: (len(layers), n) bool."""
+    """True where c^l_ii is the largest contribution to hidden token i: (len(layer_numbers), n) bool."""
     c = attribution.contributions
     return self_contribution(attribution) >= c.max(dim=-1).values
 
@@ -261,7 +309,7 @@ def distance_groups(attribution: Attribution, bins: Sequence[tuple[int, int | No
 
     Returns:
         labels ``["self", "left 1-5", ..., "right 1-5", ...]`` and
-        ``groups: (len(layers), n, 1 + 2 len(bins))``; an empty group contributes 0.
+        ``groups: (len(layer_numbers), n, 1 + 2 len(bins))``; an empty group contributes 0.
     """
     labels, masks = distance_masks(attribution.n, bins)
     return Labelled(
@@ -287,7 +335,7 @@ CLS_SEGMENTS = ("[CLS]", "sentence 1", "first [SEP]", "sentence 2", "last [SEP]"
 def cls_segments(attribution: Attribution) -> Labelled:
     """What [CLS] (hidden token 0) gathers from each part of a sentence pair.
 
-    Returns labels ``CLS_SEGMENTS`` and ``(len(layers), 5)`` summed contributions
+    Returns labels ``CLS_SEGMENTS`` and ``(len(layer_numbers), 5)`` summed contributions
     (rows sum to 1), in the order [CLS], sentence 1, first [SEP], sentence 2, last [SEP].
     """
     sep, last = pair_positions(attribution)
@@ -299,14 +347,14 @@ def cls_segments(attribution: Attribution) -> Labelled:
 def cls_around_separator(attribution: Attribution, window: int = 3) -> Labelled:
     """c^l_{[CLS], j} for input tokens j at offsets -window..window from the first [SEP].
 
-    Returns the offsets and ``(len(layers), 2 window + 1)``; NaN where the offset
+    Returns the offsets and ``(len(layer_numbers), 2 window + 1)``; NaN where the offset
     falls outside the sequence.
     """
     if window < 0:
         raise ValueError(f"window must be >= 0; got {window}.")
     sep, _ = pair_positions(attribution)
     offsets = list(range(-window, window + 1))
-    out = torch.full((len(attribution.layers), len(offsets)), float("nan"))
+    out = torch.full((len(attribution.layer_numbers), len(offsets)), float("nan"))
     for column, offset in enumerate(offsets):
         if 0 <= sep + offset < attribution.n:
             out[:, column] = attribution.contributions[:, 0, sep + offset]
@@ -324,7 +372,7 @@ class EstimateAgreement(NamedTuple):
 
 def compare_attributions(estimate: Attribution, exact: Attribution) -> EstimateAgreement:
     """How close an estimate is to the exact contributions of the same sequence."""
-    if estimate.contributions.shape != exact.contributions.shape or estimate.layers != exact.layers:
+    if estimate.contributions.shape != exact.contributions.shape or estimate.layer_numbers != exact.layer_numbers:
         raise ValueError("The two attributions cover different sequences or layers.")
     c_est, c = estimate.contributions.double(), exact.contributions.double()
     relative = ((c_est - c).abs() / c.clamp_min(1e-12)).flatten()

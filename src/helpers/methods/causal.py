@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..model.numbering import check_count, check_integer
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 
@@ -96,8 +97,7 @@ def _value_side(
 
 def _shared(M: torch.Tensor, groups: int) -> torch.Tensor:
     """One representative per group of heads along dimension -3 (heads j*groups .. (j+1)*groups - 1 share it)."""
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"groups must be a positive integer, got {groups!r}.")
+    groups = check_count(groups, "groups (query heads per key/value head)")
     if groups == 1:
         return M
     if M.dim() < 3 or M.shape[-3] % groups:
@@ -116,7 +116,7 @@ def causal_effective_attention(
     H: torch.Tensor | None = None,
     groups: int = 1,
     rtol: float = DEFAULT_RTOL,
-    method: str = "auto",
+    algorithm: str = "auto",
 ) -> EffectiveAttention:
     """Split causal attention row by row into the part that reaches the output and the part in LN(T[:i+1]).
 
@@ -126,7 +126,7 @@ def causal_effective_attention(
         groups: query heads per key/value head (grouped-query attention): heads along
             dimension -3 in runs of ``groups`` share T, so each prefix basis is computed once.
         rtol: singular values at most ``rtol * max`` count as zero (per prefix).
-        method: ``"gram"`` grows the m x m Gram matrix of the prefix by one rank-one term per
+        algorithm: ``"gram"`` grows the m x m Gram matrix of the prefix by one rank-one term per
             row and projects with its pseudo-inverse (n eigendecompositions of m x m per head);
             ``"svd"`` takes the SVD of every prefix (n SVDs of up to n x m per head); ``"auto"``
             (default) takes "gram" for m <= 128 (V, the fast path) and "svd" otherwise.
@@ -140,13 +140,13 @@ def causal_effective_attention(
     check_causal(A)
     if not isinstance(rtol, (int, float)) or not 0 < rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}.")
-    if method not in ("auto", "gram", "svd"):
-        raise ValueError(f"method must be 'auto', 'gram' or 'svd', got {method!r}.")
+    if algorithm not in ("auto", "gram", "svd"):
+        raise ValueError(f"algorithm must be 'auto', 'gram' or 'svd', got {algorithm!r}.")
     M = _shared(_value_side(A, T, V, H, rtol), groups).to(torch.float64)
-    if method == "auto":
-        method = "gram" if M.shape[-1] <= 128 else "svd"
+    if algorithm == "auto":
+        algorithm = "gram" if M.shape[-1] <= 128 else "svd"
     A64 = A.to(torch.float64)
-    if method == "svd":
+    if algorithm == "svd":
         effective, full = _rows_by_svd(A64, M, groups, rtol)
     else:
         effective, full = _rows_by_gram(A64, M, groups, rtol)
@@ -230,7 +230,6 @@ def attention_on_position(
     if effective.shape != A.shape:
         raise ValueError(f"effective must have A's shape {tuple(A.shape)}; got {tuple(effective.shape)}.")
     n = A.shape[-1]
-    for value, name in ((position, "position"), (from_row, "from_row")):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
-            raise ValueError(f"{name} must be an integer in 0..{n - 1}, got {value!r}.")
+    position = check_integer(position, "position", 0, n - 1)
+    from_row = check_integer(from_row, "from_row", 0, n - 1)
     return PositionAttention(A[..., from_row:, position].sum(dim=-1), effective[..., from_row:, position].sum(dim=-1))

@@ -21,9 +21,9 @@ from ..model.internals import Internals
 from ..model.numbering import layer_index
 from .effective import effective_attention
 
-__all__ = ["NORM_METHODS", "LayerDecomposition", "decompose_layer", "norm_scores"]
+__all__ = ["NORM_MEASURES", "LayerDecomposition", "decompose_layer", "norm_scores"]
 
-NORM_METHODS = ("attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti")
+NORM_MEASURES = ("attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti")
 
 
 @dataclass
@@ -66,7 +66,7 @@ def decompose_layer(
     With ``effective=True`` A is replaced by its effective part (``helpers.methods.effective``);
     the sums are unchanged because A_eff T = A T.
     """
-    index = layer_index(layer, internals.layers)
+    index = layer_index(layer, internals.num_layers)
     block = model.encoder.layer[index]
     E = internals.E[index]  # (n, d)
     A = internals.A[index]  # (h, n, n)
@@ -90,17 +90,17 @@ def decompose_layer(
     return LayerDecomposition(attention, z, ln1, ln1_rest, y, ln2, ln2_rest, output)
 
 
-def norm_scores(decomposition: LayerDecomposition, method: str) -> torch.Tensor:
-    """Unnormalised local scores (n, n) of one norm-based method."""
-    if method == "attention_norm":
+def norm_scores(decomposition: LayerDecomposition, measure: str) -> torch.Tensor:
+    """Unnormalised local scores (n, n) of one norm-based measure."""
+    if measure == "attention_norm":
         return decomposition.attention.norm(dim=-1)
-    if method == "norm_residual":
+    if measure == "norm_residual":
         return decomposition.z.norm(dim=-1)
-    if method == "norm_residual_ln":
+    if measure == "norm_residual_ln":
         return decomposition.ln1.norm(dim=-1)
-    if method == "globenc":
+    if measure == "globenc":
         return decomposition.ln2.norm(dim=-1)
-    if method == "alti":
+    if measure == "alti":
         y = decomposition.y[:, None, :]
         return (y.abs().sum(-1) - (y - decomposition.ln1).abs().sum(-1)).clamp_min(0)
-    raise ValueError(f"{method!r} is not a norm-based method; choose one of {NORM_METHODS}.")
+    raise ValueError(f"{measure!r} is not a norm-based measure; choose one of {NORM_MEASURES}.")

@@ -1,4 +1,4 @@
-"""Every token's hidden state at every layer, with its input embedding and its sentence.
+"""Every token's hidden state at every layer, with its input embedding and its sequence.
 
 Token identifiability (paper section 4) needs, for many sequences, the
 hidden token ``e_i^l`` at each layer ``l`` next to the input token ``x_i`` it
@@ -33,7 +33,7 @@ class HiddenTokens:
 
     hidden: torch.Tensor  # (L + 1, N, d)  layer 0: embedding output (after LayerNorm); layer l: output of layer l
     x: torch.Tensor  # (N, d)  x: token + segment + position embeddings, before the embedding LayerNorm
-    sentence: torch.Tensor  # (N,) long  id of the sequence each token belongs to
+    sequence: torch.Tensor  # (N,) long  id of the sequence each token belongs to
     position: torch.Tensor  # (N,) long  position of the token in its sequence (0 = [CLS])
     input_ids: torch.Tensor  # (N,) long  vocabulary id
 
@@ -43,43 +43,43 @@ class HiddenTokens:
             raise ValueError(
                 f"hidden must be (L+1, N, d) and x (N, d); got {tuple(self.hidden.shape)} and {tuple(self.x.shape)}."
             )
-        for name in ("sentence", "position", "input_ids"):
+        for name in ("sequence", "position", "input_ids"):
             if getattr(self, name).shape != (N,):
                 raise ValueError(f"{name} must have shape ({N},), got {tuple(getattr(self, name).shape)}.")
         if self.hidden.shape[1] != N:
             raise ValueError(f"hidden has {self.hidden.shape[1]} tokens but x has {N}.")
 
     @property
-    def layers(self) -> int:
+    def num_layers(self) -> int:
         """L: number of transformer layers (``hidden`` holds L + 1 states)."""
         return self.hidden.shape[0] - 1
 
     @property
-    def sentence_ids(self) -> torch.Tensor:
+    def sequence_ids(self) -> torch.Tensor:
         """(S,) the distinct sequence ids, in order of appearance."""
-        return torch.unique_consecutive(self.sentence)
+        return torch.unique_consecutive(self.sequence)
 
     @property
     def lengths(self) -> torch.Tensor:
-        """(S,) number of tokens of each sequence, aligned with ``sentence_ids``."""
-        return torch.unique_consecutive(self.sentence, return_counts=True)[1]
+        """(S,) number of tokens of each sequence, aligned with ``sequence_ids``."""
+        return torch.unique_consecutive(self.sequence, return_counts=True)[1]
 
     def __len__(self) -> int:
         return self.x.shape[0]
 
-    def select(self, sentence_ids: torch.Tensor | Sequence[int]) -> HiddenTokens:
+    def select(self, sequence_ids: torch.Tensor | Sequence[int]) -> HiddenTokens:
         """The tokens of the given sequences only (whole sequences, never single tokens)."""
-        ids = torch.as_tensor(sentence_ids, dtype=torch.long)
+        ids = torch.as_tensor(sequence_ids, dtype=torch.long)
         if ids.numel() == 0:
-            raise ValueError("No sentence ids given: select at least one sequence.")
-        unknown = ids[~torch.isin(ids, self.sentence)]
+            raise ValueError("No sequence ids given: select at least one sequence.")
+        unknown = ids[~torch.isin(ids, self.sequence)]
         if unknown.numel():
-            raise ValueError(f"Unknown sentence ids {unknown[:5].tolist()}; valid ids come from .sentence_ids.")
-        keep = torch.isin(self.sentence, ids)
+            raise ValueError(f"Unknown sequence ids {unknown[:5].tolist()}; valid ids come from .sequence_ids.")
+        keep = torch.isin(self.sequence, ids)
         return HiddenTokens(
             hidden=self.hidden[:, keep],
             x=self.x[keep],
-            sentence=self.sentence[keep],
+            sequence=self.sequence[keep],
             position=self.position[keep],
             input_ids=self.input_ids[keep],
         )

@@ -27,91 +27,32 @@ What makes it fast (n tokens, hidden d, FFN width f = 4d):
 * Chunks of tangents are pushed as batched matrix products; peak memory is
   bounded by ``memory_mb`` whatever the length of the input.
 
-The module only needs the model's weights and the raw embeddings ``x``; it
-checks its own primal pass against the model's hidden states when given them.
+The primal pass and its caches are ``helpers.methods.linearised``; it checks itself
+against the model's hidden states when given them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
-from torch import nn
 
+from ..model.numbering import layer_index
 from .linalg import orthonormal_samples
+from .linearised import LinearisedBert, LinearisedBlock
 
 __all__ = [
-    "LinearisedBert",
-    "linearise",
     "block_norms",
     "hidden_state_tangents",
     "prepare_ffn_jacobians",
     "push_tangents",
     "default_chunk_size",
+    "DirectionChunks",
+    "direction_chunks",
+    "layer_tangents",
 ]
 
 DEFAULT_MEMORY_MB = 1024  # a quarter for one chunk of tangents, half for the per-token FFN Jacobians
-
-
-@dataclass
-class _Layer:
-    """Weights (row-vector convention, ``y = x @ W``) and cached primal quantities of one layer."""
-
-    W_qkv_T: torch.Tensor  # (3d, d)
-    W_o: torch.Tensor  # (d, d)
-    W_1: torch.Tensor  # (d, f)
-    W_2: torch.Tensor  # (f, d)
-    Q_T: torch.Tensor  # (h, d_v, n)  queries, times the score scaling 1 / sqrt(d_v)
-    K_T: torch.Tensor  # (h, d_v, n)  keys, times the score scaling
-    V_T: torch.Tensor  # (h, d_v, n)
-    A: torch.Tensor  # (h, n, n)  attention probabilities
-    A_T: torch.Tensor  # (h, n, n)  their transpose
-    O_T: torch.Tensor  # (h, d_v, n)  head outputs A V, transposed
-    xhat_1: torch.Tensor  # (n, d) normalised input of the attention LayerNorm
-    scale_1: torch.Tensor  # (n, d) gamma / sigma of the attention LayerNorm
-    slope: torch.Tensor  # (n, f) derivative of the activation at the FFN pre-activation
-    xhat_2: torch.Tensor  # (n, d) normalised input of the output LayerNorm
-    scale_2: torch.Tensor  # (n, d)
-    M: torch.Tensor | None = None  # (n, d, d) Jacobian of LayerNorm -> FFN -> LayerNorm, per token
-
-
-@dataclass
-class LinearisedBert:
-    """A BERT encoder linearised around one input: the primal pass and its caches.
-
-    ``hidden_states: (L + 1, n, d)`` are the embedding LayerNorm output and
-    each layer's output of the primal pass.
-    """
-
-    xhat_0: torch.Tensor  # (n, d) normalised input of the embedding LayerNorm
-    scale_0: torch.Tensor  # (n, d)
-    layers: list[_Layer]
-    hidden_states: torch.Tensor  # (L + 1, n, d)
-    heads: int
-
-    @property
-    def n(self) -> int:
-        return self.xhat_0.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.xhat_0.shape[1]
-
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
-
-
-def _layer_norm(r: torch.Tensor, norm: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """LayerNorm of ``r: (n, d)``; returns the output, xhat and gamma / sigma, each (n, d)."""
-    mean = r.mean(-1, keepdim=True)
-    var = (r - mean).pow(2).mean(-1, keepdim=True)
-    inv_sigma = torch.rsqrt(var + norm.eps)
-    xhat = (r - mean) * inv_sigma
-    gamma = norm.weight if norm.weight is not None else torch.ones_like(r[0])
-    beta = norm.bias if norm.bias is not None else torch.zeros_like(r[0])
-    return xhat * gamma + beta, xhat, gamma * inv_sigma
 
 
 def _ln_tangent(t: torch.Tensor, xhat: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -124,100 +65,7 @@ def _ln_tangent(t: torch.Tensor, xhat: torch.Tensor, scale: torch.Tensor) -> tor
     return centred * scale
 
 
-def _check_bert_layer(layer: nn.Module) -> None:
-    if getattr(layer, "add_cross_attention", False) or getattr(layer, "is_decoder", False):
-        raise ValueError("Decoder and cross-attention layers are not supported; use an encoder-only BERT.")
-
-
-@torch.no_grad()
-def linearise(
-    model: nn.Module,
-    x: torch.Tensor,
-    reference: torch.Tensor | None = None,
-    atol: float = 1e-4,
-) -> LinearisedBert:
-    """Run the primal pass of a BERT encoder on raw embeddings and cache what the tangents need.
-
-    Args:
-        model: a BertModel (``model.embeddings.LayerNorm`` and ``model.encoder.layer``).
-        x: ``(n, d)``, token + segment + position, before the embedding LayerNorm.
-        reference: the model's own hidden states ``(L + 1, n, d)``; if given, the primal
-            pass must reproduce them (a guard against a model variant this code does not
-            implement).
-        atol: tolerance of that check, relative to the largest hidden-state entry.
-
-    Raises:
-        ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
-    """
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be one sequence of input embeddings (n, d); got {got}.")
-    config = model.config
-    d, heads = config.hidden_size, config.num_attention_heads
-    if x.shape[1] != d:
-        raise ValueError(f"x has width {x.shape[1]}, the model's hidden size is {d}.")
-    d_v = d // heads
-    n = x.shape[0]
-    x = x.to(device=model.embeddings.LayerNorm.weight.device, dtype=model.embeddings.LayerNorm.weight.dtype)
-
-    E, xhat_0, scale_0 = _layer_norm(x, model.embeddings.LayerNorm)
-    hidden = [E]
-    layers = []
-    scaling = d_v**-0.5
-    for layer in model.encoder.layer:
-        _check_bert_layer(layer)
-        sa, out = layer.attention.self, layer.attention.output
-        W_qkv = torch.cat([sa.query.weight, sa.key.weight, sa.value.weight]).T  # (d, 3d)
-        b_qkv = torch.cat([sa.query.bias, sa.key.bias, sa.value.bias])
-        qkv = (E @ W_qkv + b_qkv).view(n, 3, heads, d_v).permute(1, 2, 0, 3)  # (3, h, n, d_v)
-        Q, K, V = qkv[0], qkv[1], qkv[2]
-        A = torch.softmax(Q @ K.transpose(-1, -2) * scaling, dim=-1)
-        heads_out = (A @ V).transpose(0, 1).reshape(n, d)
-        Y, xhat_1, scale_1 = _layer_norm(heads_out @ out.dense.weight.T + out.dense.bias + E, out.LayerNorm)
-        pre = layer.intermediate.dense(Y)
-        act = layer.intermediate.intermediate_act_fn
-        with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
-            pre = pre.detach().requires_grad_(True)
-            G = act(pre)
-            (slope,) = torch.autograd.grad(G.sum(), pre)
-        G, pre = G.detach(), pre.detach()
-        Z, xhat_2, scale_2 = _layer_norm(layer.output.dense(G) + Y, layer.output.LayerNorm)
-        layers.append(
-            _Layer(
-                W_qkv_T=W_qkv.T.contiguous(),
-                W_o=out.dense.weight.T.contiguous(),
-                W_1=layer.intermediate.dense.weight.T.contiguous(),
-                W_2=layer.output.dense.weight.T.contiguous(),
-                Q_T=(Q * scaling).transpose(1, 2).contiguous(),
-                K_T=(K * scaling).transpose(1, 2).contiguous(),
-                V_T=V.transpose(1, 2).contiguous(),
-                A=A.contiguous(),
-                A_T=A.transpose(1, 2).contiguous(),
-                O_T=(A @ V).transpose(1, 2).contiguous(),
-                xhat_1=xhat_1,
-                scale_1=scale_1,
-                slope=slope,
-                xhat_2=xhat_2,
-                scale_2=scale_2,
-            )
-        )
-        E = Z
-        hidden.append(E)
-    hidden_states = torch.stack(hidden)
-    if reference is not None:
-        reference = reference.to(hidden_states)
-        if reference.shape != hidden_states.shape:
-            raise ValueError(f"reference hidden states {tuple(reference.shape)} != {tuple(hidden_states.shape)}.")
-        error = (reference - hidden_states).abs().max() / reference.abs().max().clamp_min(1e-12)
-        if error > atol:
-            raise ValueError(
-                f"The linearised BERT does not reproduce this model's hidden states (relative error "
-                f"{float(error):.2e}); the model is not the post-LayerNorm BERT encoder this code implements."
-            )
-    return LinearisedBert(xhat_0, scale_0, layers, hidden_states, heads)
-
-
-def _build_ffn_jacobians(layer: _Layer, step_mb: float = 64) -> torch.Tensor:
+def _build_ffn_jacobians(layer: LinearisedBlock, step_mb: float = 64) -> torch.Tensor:
     """M_i = J_LN1 (I + W_1 diag(slope_i) W_2) J_LN2 for every token: (n, d, d).
 
     Tokens are processed a few at a time so the (rows, d, f) scaled copies of W_1
@@ -238,7 +86,7 @@ def _build_ffn_jacobians(layer: _Layer, step_mb: float = 64) -> torch.Tensor:
     return M
 
 
-def _ffn_block_tangent(layer: _Layer, dR: torch.Tensor) -> torch.Tensor:
+def _ffn_block_tangent(layer: LinearisedBlock, dR: torch.Tensor) -> torch.Tensor:
     """Tangent of LayerNorm -> FFN -> residual -> LayerNorm for dR: (B, n, d) -> (B, n, d)."""
     if layer.M is not None:  # one d x d product per token, batched over tokens
         return torch.bmm(dR.transpose(0, 1), layer.M).transpose(0, 1).contiguous()
@@ -247,7 +95,7 @@ def _ffn_block_tangent(layer: _Layer, dR: torch.Tensor) -> torch.Tensor:
     return _ln_tangent(dZ, layer.xhat_2, layer.scale_2)
 
 
-def _attention_tangent(layer: _Layer, dE: torch.Tensor, heads: int) -> torch.Tensor:
+def _attention_tangent(layer: LinearisedBlock, dE: torch.Tensor, heads: int) -> torch.Tensor:
     """Tangent of the attention block up to the residual sum, dE: (B, n, d) -> dR: (B, n, d).
 
     The batch folds into the columns of ``W^T dE^T`` (one (3d, d) x (d, B n) product)
@@ -270,7 +118,9 @@ def _attention_tangent(layer: _Layer, dE: torch.Tensor, heads: int) -> torch.Ten
     return torch.mm(dO.view(d, B * n).t(), layer.W_o).view(B, n, d).add_(dE)
 
 
-def _first_attention_tangent(layer: _Layer, r: torch.Tensor, token: torch.Tensor, n: int, heads: int) -> torch.Tensor:
+def _first_attention_tangent(
+    layer: LinearisedBlock, r: torch.Tensor, token: torch.Tensor, n: int, heads: int
+) -> torch.Tensor:
     """As ``_attention_tangent`` for an input tangent nonzero on one row only.
 
     r: (B, d) the tangent of row ``token[b]``; returns dR: (B, n, d). The Q, K, V
@@ -315,10 +165,10 @@ def push_tangents(lin: LinearisedBert, token: torch.Tensor, directions: torch.Te
             f"directions must be (B, {lin.d}) with token (B,); got {tuple(directions.shape)}, {tuple(token.shape)}."
         )
     r = _ln_tangent(directions.to(lin.xhat_0), lin.xhat_0[token], lin.scale_0[token])  # row j of the LN tangent
-    first = lin.layers[0]
+    first = lin.blocks[0]
     dE = _ffn_block_tangent(first, _first_attention_tangent(first, r, token, lin.n, lin.heads))
     yield dE
-    for layer in lin.layers[1:depth]:
+    for layer in lin.blocks[1:depth]:
         dE = _ffn_block_tangent(layer, _attention_tangent(layer, dE, lin.heads))
         yield dE
 
@@ -333,7 +183,7 @@ def hidden_state_tangents(lin: LinearisedBert, tangents: torch.Tensor) -> torch.
         raise ValueError(f"tangents must be (B, {lin.n}, {lin.d}); got {tuple(tangents.shape)}.")
     dE = _ln_tangent(tangents.to(lin.xhat_0), lin.xhat_0, lin.scale_0)
     out = []
-    for layer in lin.layers:
+    for layer in lin.blocks:
         dE = _ffn_block_tangent(layer, _attention_tangent(layer, dE, lin.heads))
         out.append(dE)
     return torch.stack(out)
@@ -355,12 +205,12 @@ def prepare_ffn_jacobians(
     """
     n, d = lin.n, lin.d
     depth = lin.depth if depth is None else depth
-    f = lin.layers[0].W_1.shape[1]
+    f = lin.blocks[0].W_1.shape[1]
     if explicit is None:
         explicit = tangents * (4 * f * d - 2 * d * d) > 2 * f * d * d
     budget_floats = memory_mb / 2 * 2**20 / lin.xhat_0.element_size()
     used = 0
-    for index, layer in enumerate(lin.layers):
+    for index, layer in enumerate(lin.blocks):
         wanted = explicit and index < depth and (index + 1) * n * d * d <= budget_floats
         if wanted and layer.M is None:
             layer.M = _build_ffn_jacobians(layer)
@@ -373,11 +223,64 @@ def prepare_ffn_jacobians(
 def default_chunk_size(lin: LinearisedBert, memory_mb: float = DEFAULT_MEMORY_MB) -> int:
     """Tangents per chunk so that one chunk needs about a quarter of ``memory_mb``."""
     n, d, h = lin.n, lin.d, lin.heads
-    f = lin.layers[0].W_1.shape[1]
+    f = lin.blocks[0].W_1.shape[1]
     # score tangent and its transposed term, ~10 (n, d) tangents alive at once, the FFN's (n, f) if pushed
-    floats_per_tangent = 2 * h * n * n + n * (10 * d + (0 if lin.layers[0].M is not None else 2 * f))
+    floats_per_tangent = 2 * h * n * n + n * (10 * d + (0 if lin.blocks[0].M is not None else 2 * f))
     bytes_per_tangent = floats_per_tangent * lin.xhat_0.element_size()
     return max(1, int(memory_mb / 4 * 2**20 // bytes_per_tangent))
+
+
+class DirectionChunks:
+    """The tangent directions of a Jacobian-norm sum, in chunks: iterate for ``(token, u)``.
+
+    ``token: (B,)`` the input token of each tangent and ``u: (B, d)`` its direction;
+    over all chunks, every token gets the d basis vectors (``samples=None``, exact) or
+    k random orthonormal directions (``orthonormal_samples``, the Hutchinson estimate:
+    multiply the summed squares by d / k). ``len()`` is the number of chunks.
+    """
+
+    def __init__(self, n: int, d: int, samples: int | None, seed: int, chunk_size: int, dtype, device) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1; got {chunk_size}.")
+        self.n, self.d, self.chunk_size, self.dtype, self.device = n, d, chunk_size, dtype, device
+        self.k = d if samples is None else samples
+        self.samples = (
+            None if samples is None else orthonormal_samples(n, d, samples, seed=seed, dtype=dtype).to(device)
+        )  # (n, k, d)
+
+    def __len__(self) -> int:
+        return math.ceil(self.n * self.k / self.chunk_size)
+
+    def __iter__(self):
+        total = self.n * self.k
+        for start in range(0, total, self.chunk_size):
+            index = torch.arange(start, min(total, start + self.chunk_size), device=self.device)
+            token, direction = index // self.k, index % self.k
+            if self.samples is None:
+                u = torch.zeros(len(index), self.d, dtype=self.dtype, device=self.device)
+                u[torch.arange(len(index), device=self.device), direction] = 1.0
+            else:
+                u = self.samples[token, direction]
+            yield token, u
+
+
+def direction_chunks(
+    n: int, d: int, samples: int | None, seed: int, chunk_size: int, dtype=torch.float32, device=None
+) -> DirectionChunks:
+    """The one chunk loop of the Jacobian sums (``block_norms``, layer-local HTA): see ``DirectionChunks``."""
+    return DirectionChunks(n, d, samples, seed, chunk_size, dtype, device)
+
+
+def layer_tangents(lin: LinearisedBert, layer: int, token: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
+    """Tangents of layer ``layer``'s output (1..L) for tangents of its own input E^(l-1).
+
+    token: (B,), directions: (B, d), the tangent of row ``token[b]`` of E^(l-1) -> (B, n, d),
+    ``dE^(l-1) @ d E^l / d E^(l-1)``: the blocks of the layer-local Jacobian.
+    """
+    block = lin.blocks[layer_index(layer, lin.depth)]
+    return _ffn_block_tangent(
+        block, _first_attention_tangent(block, directions.to(lin.xhat_0), token, lin.n, lin.heads)
+    )
 
 
 def block_norms(
@@ -418,30 +321,17 @@ def block_norms(
     k = d if samples is None else samples
     if samples is not None and not 1 <= samples <= d:
         raise ValueError(f"samples must be between 1 and d = {d}; got {samples}.")
-    total = n * k
     device, dtype = lin.xhat_0.device, lin.xhat_0.dtype
 
-    prepare_ffn_jacobians(lin, total, depth=depth, memory_mb=memory_mb, explicit=explicit_ffn)
+    prepare_ffn_jacobians(lin, n * k, depth=depth, memory_mb=memory_mb, explicit=explicit_ffn)
 
-    if samples is None:
-        directions = None
-    else:
-        directions = orthonormal_samples(n, d, k, seed=seed, dtype=dtype).to(device)  # (n, k, d)
-    B = chunk_size or default_chunk_size(lin, memory_mb)
     squares = torch.zeros(depth, n, n, dtype=torch.float64 if dtype == torch.float64 else torch.float32, device=device)
-    iterator = range(0, total, B)
+    chunks = direction_chunks(n, d, samples, seed, chunk_size or default_chunk_size(lin, memory_mb), dtype, device)
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(iterator, total=math.ceil(total / B), desc="Jacobian blocks", unit="chunk")
-    for start in iterator:
-        index = torch.arange(start, min(total, start + B), device=device)
-        token, direction = index // k, index % k
-        if directions is None:
-            u = torch.zeros(len(index), d, dtype=dtype, device=device)
-            u[torch.arange(len(index), device=device), direction] = 1.0
-        else:
-            u = directions[token, direction]
+        chunks = tqdm(chunks, total=len(chunks), desc="Jacobian blocks", unit="chunk")
+    for token, u in chunks:
         for layer, dE in enumerate(push_tangents(lin, token, u, depth)):
             # squares[layer, j, i] += sum over this chunk's directions of token j of ||dE_i||^2
             squares[layer].index_add_(0, token, dE.pow(2).sum(-1).to(squares.dtype))

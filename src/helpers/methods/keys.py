@@ -1,24 +1,24 @@
 """Do the keys allow the alternatives? (Bhardwaj et al. 2021, tested rather than assumed.)
 
-A head computes A = softmax(Z) with logits Z = Q K^T / sqrt(d_k); Q and K
-have d_k columns (biases included), so rank(Z) <= d_k. Softmax ignores a
-constant added to a row, hence an attention matrix A' that *some* queries and
-keys of size d_k produce is exactly one whose row-centred log has rank <= d_k:
+A head computes A = softmax(Z) with logits Z = Q K^T / sqrt(d_v); Q and K
+have d_v columns (the head size, as the values; biases included), so
+rank(Z) <= d_v. Softmax ignores a constant added to a row, hence an attention matrix A' that *some* queries and
+keys of size d_v produce is exactly one whose row-centred log has rank <= d_v:
 
-    C(A') = log A' (I - 1 1^T / n),   A' producible  <=>  rank C(A') <= d_k,
+    C(A') = log A' (I - 1 1^T / n),   A' producible  <=>  rank C(A') <= d_v,
 
 and A' must be strictly positive (a zero weight needs an infinite logit).
 
-* ``logit_rank_distance``: the singular values of C(A') beyond d_k, as a share
-  of the total energy, sqrt(sum_{k > d_k} s_k^2 / sum_k s_k^2); 0 for a
+* ``logit_rank_distance``: the singular values of C(A') beyond d_v, as a share
+  of the total energy, sqrt(sum_{k > d_v} s_k^2 / sum_k s_k^2); 0 for a
   producible A', ``inf`` where A' has a zero entry.
 * ``same_keys_freedom``: with the head's own keys fixed, how many directions
   of query i keep row i's output; 0 means the row is locally identifiable.
 * ``producible_dimension``: the local dimension of the set of producible
   alternatives with the same output, counted from Jacobian ranks (small cases);
-  ``dimension_count`` gives the generic count d_k (2n - 1 - d_k) - n r.
+  ``dimension_count`` gives the generic count d_v (2n - 1 - d_v) - n r.
 * ``producible_alternative``: a search for such an alternative: queries and
-  keys (n, d_k) optimised so that softmax(P R^T) moves toward a target (e.g.
+  keys (n, d_v) optimised so that softmax(P R^T) moves toward a target (e.g.
   one of chapter 3's null-space alternatives) while keeping the output A T.
 
 Tensors in, tensors and small dataclasses out; this module never loads a model.
@@ -26,11 +26,11 @@ Tensors in, tensors and small dataclasses out; this module never loads a model.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import torch
 
+from ..model.numbering import check_count, check_integer
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 from .nullspace import check_attention_and_values, with_ones
 
@@ -46,10 +46,8 @@ __all__ = [
 ]
 
 
-def _check_dk(d_k: int) -> int:
-    if isinstance(d_k, bool) or not isinstance(d_k, numbers.Integral) or d_k < 1:
-        raise ValueError(f"d_k must be a positive integer, got {d_k!r}.")
-    return int(d_k)
+def _check_dv(d_v: int) -> int:
+    return check_count(d_v, "d_v")
 
 
 def centred_log(A: torch.Tensor) -> torch.Tensor:
@@ -62,14 +60,14 @@ def centred_log(A: torch.Tensor) -> torch.Tensor:
     return L - L.mean(dim=-1, keepdim=True)
 
 
-def logit_rank_distance(A: torch.Tensor, d_k: int) -> torch.Tensor:
-    """How far log A is from (rank <= d_k) + (a constant per row): (..., n, n) -> (...,).
+def logit_rank_distance(A: torch.Tensor, d_v: int) -> torch.Tensor:
+    """How far log A is from (rank <= d_v) + (a constant per row): (..., n, n) -> (...,).
 
-    The energy of the singular values of ``centred_log(A)`` beyond the d_k-th,
-    relative to the total: 0 when some d_k-dimensional queries and keys produce A
+    The energy of the singular values of ``centred_log(A)`` beyond the d_v-th,
+    relative to the total: 0 when some d_v-dimensional queries and keys produce A
     exactly, at most 1; ``inf`` for a matrix with a zero (or negative) entry.
     """
-    d_k = _check_dk(d_k)
+    d_v = _check_dv(d_v)
     if not isinstance(A, torch.Tensor) or A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError("A must be a tensor of shape (..., n, n).")
     if not torch.isfinite(A).all():
@@ -78,7 +76,7 @@ def logit_rank_distance(A: torch.Tensor, d_k: int) -> torch.Tensor:
     safe = torch.where(positive[..., None, None], A.double(), torch.ones_like(A, dtype=torch.float64))
     S = torch.linalg.svdvals(centred_log(safe))
     total = (S**2).sum(-1)
-    beyond = (S[..., d_k:] ** 2).sum(-1)
+    beyond = (S[..., d_v:] ** 2).sum(-1)
     distance = torch.where(total > 0, (beyond / total.clamp_min(1e-300)).sqrt(), torch.zeros_like(total))
     return torch.where(positive, distance, torch.full_like(distance, float("inf")))
 
@@ -103,7 +101,7 @@ def _check_qk(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor) -> None:
         if not torch.isfinite(M).all():
             raise ValueError(f"{name} contains NaN or infinite values.")
     if Q.shape != K.shape:
-        raise ValueError(f"Q and K must both be (n, d_k); got {tuple(Q.shape)} and {tuple(K.shape)}.")
+        raise ValueError(f"Q and K must both be (n, d_v); got {tuple(Q.shape)} and {tuple(K.shape)}.")
     if T.shape[0] != Q.shape[0]:
         raise ValueError(f"T has {T.shape[0]} rows but Q has {Q.shape[0]}; all are (n, ...).")
 
@@ -115,53 +113,51 @@ def _logits(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
 def same_keys_freedom(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8) -> torch.Tensor:
     """With the keys fixed, the dimension of query moves that keep each row's output: (n,) integers.
 
-    Row i: a_i = softmax(K q_i / sqrt(d_k)); its output moves by
-    U^T (diag(a_i) - a_i a_i^T) K dq / sqrt(d_k) (U from ``output_basis``), an
-    (r, d_k) Jacobian; the freedom is d_k minus its rank. 0 means row i is
+    Row i: a_i = softmax(K q_i / sqrt(d_v)); its output moves by
+    U^T (diag(a_i) - a_i a_i^T) K dq / sqrt(d_v) (U from ``output_basis``), an
+    (r, d_v) Jacobian; the freedom is d_v minus its rank. 0 means row i is
     locally identifiable given the keys (no nearby query gives the same output).
     """
     _check_qk(Q, K, T)
-    d_k = Q.shape[1]
+    d_v = Q.shape[1]
     A = torch.softmax(_logits(Q, K), dim=-1)  # (n, n)
     U = output_basis(T)  # (n, r)
     S = torch.diag_embed(A) - A[:, :, None] * A[:, None, :]  # (n, n, n): softmax Jacobian per row
-    J = U.T[None] @ S @ K.double()[None] / d_k**0.5  # (n, r, d_k)
-    return d_k - numerical_rank(J, rtol)
+    J = U.T[None] @ S @ K.double()[None] / d_v**0.5  # (n, r, d_v)
+    return d_v - numerical_rank(J, rtol)
 
 
-def dimension_count(n: int, d_k: int, r: int) -> int:
-    """Generic local dimension of producible same-output alternatives: max(0, d_k (2n - 1 - d_k) - n r).
+def dimension_count(n: int, d_v: int, r: int) -> int:
+    """Generic local dimension of producible same-output alternatives: max(0, d_v (2n - 1 - d_v) - n r).
 
-    Centred logits of rank d_k form a manifold of dimension d_k (2n - 1 - d_k)
-    (for d_k < n); keeping the output imposes n r equations (r from
-    ``output_basis``). With d_k >= n - 1 every centred logit matrix is allowed:
+    Centred logits of rank d_v form a manifold of dimension d_v (2n - 1 - d_v)
+    (for d_v < n); keeping the output imposes n r equations (r from
+    ``output_basis``). With d_v >= n - 1 every centred logit matrix is allowed:
     the count is n (n - 1 - r), the simplex-constrained null space of chapter 3.
     """
-    for name, value in (("n", n), ("d_k", d_k), ("r", r)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
-    k = min(d_k, n - 1)
+    n, d_v, r = (check_integer(value, name, 0) for name, value in (("n", n), ("d_v", d_v), ("r", r)))
+    k = min(d_v, n - 1)
     return max(0, k * (2 * n - 1 - k) - n * r)
 
 
 def producible_dimension(
     Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8, max_entries: int = 4_000_000
 ) -> int:
-    """The local dimension of {softmax(P R^T) : P, R (n, d_k), same output A T} at the head's own (Q, K).
+    """The local dimension of {softmax(P R^T) : P, R (n, d_v), same output A T} at the head's own (Q, K).
 
     rank(d centred logits / d(P, R)) - rank(d output / d(P, R)), from Jacobians in
-    float64 (n^2 x 2 n d_k entries: small cases only, up to ``max_entries``).
+    float64 (n^2 x 2 n d_v entries: small cases only, up to ``max_entries``).
     Directions that leave the centred logits unchanged leave A unchanged too.
     """
     _check_qk(Q, K, T)
-    n, d_k = Q.shape
-    if n * n * 2 * n * d_k > max_entries:
+    n, d_v = Q.shape
+    if n * n * 2 * n * d_v > max_entries:
         raise ValueError(
-            f"The Jacobian would have {n * n * 2 * n * d_k} entries (> max_entries = {max_entries}); "
+            f"The Jacobian would have {n * n * 2 * n * d_v} entries (> max_entries = {max_entries}); "
             "use dimension_count for the generic count."
         )
     U = output_basis(T)
-    scale = d_k**-0.25
+    scale = d_v**-0.25
     P0, R0 = Q.double() * scale, K.double() * scale
     centre = torch.eye(n, dtype=torch.float64) - 1.0 / n
 
@@ -184,11 +180,11 @@ def _gauss_newton(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Damped least-norm Gauss-Newton on queries and keys jointly: softmax(P R^T) U -> AU.
 
-    Residual (n, r); Jacobian (n r, 2 n d_k), written out: with M_i = U^T (diag(a_i) - a_i a_i^T),
+    Residual (n, r); Jacobian (n r, 2 n d_v), written out: with M_i = U^T (diag(a_i) - a_i a_i^T),
     d res_i / d p_i = M_i R and d res_i / d r_j = M_i[:, j] p_i^T. Each step is
     -J^T (J J^T + lam I)^{-1} res, kept only if the residual shrinks.
     """
-    n, d_k = P.shape
+    n, d_v = P.shape
     r = U.shape[1]
     lam = 1e-8
 
@@ -203,14 +199,14 @@ def _gauss_newton(
             break
         S = torch.diag_embed(X) - X[:, :, None] * X[:, None, :]  # (n, n, n)
         M = U.T[None] @ S  # (n, r, n)
-        J_P = torch.block_diag(*(M @ R[None]))  # (n r, n d_k)
-        J_R = (M[:, :, :, None] * P[:, None, None, :]).reshape(n * r, n * d_k)
+        J_P = torch.block_diag(*(M @ R[None]))  # (n r, n d_v)
+        J_R = (M[:, :, :, None] * P[:, None, None, :]).reshape(n * r, n * d_v)
         J = torch.cat([J_P, J_R], dim=1)
         G = J @ J.T
         scale = float(torch.diagonal(G).mean())
         for _ in range(12):
             step = J.T @ torch.linalg.solve(G + lam * scale * torch.eye(n * r, dtype=G.dtype), res)
-            P_new, R_new = P - step[: n * d_k].reshape(n, d_k), R - step[n * d_k :].reshape(n, d_k)
+            P_new, R_new = P - step[: n * d_v].reshape(n, d_v), R - step[n * d_v :].reshape(n, d_v)
             X_new, res_new = residual_of(P_new, R_new)
             if float((res_new**2).sum()) < float((res**2).sum()):
                 P, R, X, res = P_new, R_new, X_new, res_new
@@ -224,12 +220,12 @@ def _gauss_newton(
 
 @dataclass
 class ProducibleAlternative:
-    """An attention matrix softmax(P R^T) with d_k-dimensional queries P and keys R: (n, d_k).
+    """An attention matrix softmax(P R^T) with d_v-dimensional queries P and keys R: (n, d_v).
 
     attention: (n, n) float64; output_error = max |(A' - A) T| / max |A T|;
     movement = ||A' - A||_F / ||A||_F; max_change = max |A' - A|;
     toward_target = <A' - A, B - A> / ||B - A||_F^2 (1: reached the target B);
-    rank_distance = logit_rank_distance(A', d_k) (0 up to rounding).
+    rank_distance = logit_rank_distance(A', d_v) (0 up to rounding).
     """
 
     attention: torch.Tensor
@@ -253,8 +249,8 @@ def producible_alternative(
 ) -> ProducibleAlternative:
     """Search queries and keys whose attention moves toward ``target`` with the head's output unchanged.
 
-    Q, K: (n, d_k) the head's queries and keys (biases included), so that
-    A = softmax(Q K^T / sqrt(d_k)); T: (n, d) the head's T = V H; target: (n, n),
+    Q, K: (n, d_v) the head's queries and keys (biases included), so that
+    A = softmax(Q K^T / sqrt(d_v)); T: (n, d) the head's T = V H; target: (n, n),
     e.g. a chapter 3 alternative A + t D. Starting from (Q, K), L-BFGS minimises
     ||A' - target||^2 / ||target - A||^2 + penalty * ||(A' - A) U||^2 / ||A U||^2,
     then damped least-norm Gauss-Newton steps on queries and keys (``polish_steps``), so the result keeps A T to
@@ -266,12 +262,10 @@ def producible_alternative(
         raise ValueError(f"target must be an (n, n) tensor with n = {Q.shape[0]}.")
     if not torch.isfinite(target).all():
         raise ValueError("target contains NaN or infinite values.")
-    for name, value in (("steps", steps), ("polish_steps", polish_steps)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}.")
+    steps, polish_steps = check_integer(steps, "steps", 0), check_integer(polish_steps, "polish_steps", 0)
     if not penalty > 0:
         raise ValueError(f"penalty must be positive, got {penalty}.")
-    n, d_k = Q.shape
+    n, d_v = Q.shape
     A = torch.softmax(_logits(Q, K), dim=-1)
     check_attention_and_values(A, T)
     B = target.double()
@@ -279,7 +273,7 @@ def producible_alternative(
     AU = A @ U
     output_scale = (AU**2).sum().clamp_min(1e-300)
     target_scale = ((B - A) ** 2).sum().clamp_min(1e-300)
-    scale = d_k**-0.25
+    scale = d_v**-0.25
     P = (Q.double() * scale).clone().requires_grad_(True)
     R = (K.double() * scale).clone().requires_grad_(True)
 
@@ -325,5 +319,5 @@ def producible_alternative(
             movement=float(torch.linalg.matrix_norm(change) / torch.linalg.matrix_norm(A)),
             max_change=float(change.abs().max()),
             toward_target=float((change * (B - A)).sum() / target_scale),
-            rank_distance=float(logit_rank_distance(X, d_k)),
+            rank_distance=float(logit_rank_distance(X, d_v)),
         )

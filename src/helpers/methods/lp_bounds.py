@@ -10,7 +10,7 @@ Write Q: (n, m) for an orthonormal basis of span(columns of T, 1)
 The attainable range of a_ij is [min p_j, max p_j] over P_i: two linear
 programs per entry, 2 n^2 in all.
 
-Fast exact path (``method="warm"``). All LPs of one row share the
+Fast exact path (``solver="warm"``). All LPs of one row share the
 polytope, only the objective changes. Per row:
 
 1. one cold solve with ``scipy.optimize.linprog(method="highs")`` gives a
@@ -25,7 +25,7 @@ Each warm-started optimum is certified before it is used: the basic point is
 primal feasible (non-negative, satisfies the equalities) and the reduced costs
 are non-negative (dual feasible), which makes it optimal. Whenever a
 certificate fails or the simplex stalls, the LP is re-solved by HiGHS. The
-brute-force path (``method="highs"``, 2 HiGHS LPs per entry) is kept for
+brute-force path (``solver="highs"``, 2 HiGHS LPs per entry) is kept for
 checking; the two agree to solver tolerance (tested).
 
 This module never loads a model and never draws.
@@ -47,7 +47,7 @@ from .nullspace import with_ones
 
 FEASIBILITY_TOL = 1e-9  # basic variables above -tol count as non-negative
 OPTIMALITY_TOL = 1e-9  # reduced costs above -tol count as non-negative
-METHODS = ("warm", "highs")
+SOLVERS = ("warm", "highs")
 
 
 class BoundsCheck(NamedTuple):
@@ -274,7 +274,7 @@ def attention_bounds(
     A: torch.Tensor,
     T: torch.Tensor,
     rows: Sequence[int] | None = None,
-    method: str = "warm",
+    solver: str = "warm",
     rtol: float = DEFAULT_RTOL,
     progress: bool = True,
 ) -> AttentionBounds:
@@ -284,7 +284,7 @@ def attention_bounds(
         A: (n, n) attention probabilities (non-negative, rows sum to 1).
         T: (n, d) the head's T = V H (or any matrix with the same column space).
         rows: which rows to compute (default all); the others are NaN.
-        method: ``"warm"`` (exact fast path, see module docstring) or
+        solver: ``"warm"`` (exact fast path, see module docstring) or
             ``"highs"`` (two HiGHS LPs per entry).
         rtol: relative tolerance for the rank of T.
         progress: show a tqdm bar over rows.
@@ -297,8 +297,8 @@ def attention_bounds(
 
     check_attention_and_values(A, T)
     check_attention_distribution(A)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
     n = A.shape[0]
     rows = list(range(n)) if rows is None else [int(i) for i in rows]
     if not rows or min(rows) < 0 or max(rows) >= n:
@@ -327,7 +327,7 @@ def attention_bounds(
             lower_points[i], upper_points[i] = a, a
             continue
         b = M @ a
-        if method == "highs":
+        if solver == "highs":
             for j in range(n):
                 upper_points[i, j] = cold(b, j, -1.0)
                 lower_points[i, j] = cold(b, j, +1.0)

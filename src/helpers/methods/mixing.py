@@ -1,6 +1,6 @@
 """Context-mixing measures (chapter 7): every later measure of "how much input j feeds hidden token i" in one API.
 
-``context_mixing(model, encoding, method, rollout=False)`` returns a ``Mixing``
+``context_mixing(model, encoding, measure, rollout=False)`` returns a ``Mixing``
 whose ``scores[l - 1][i, j]`` scores input token j for hidden token i at layer
 l (rows sum to 1). Notation of one layer (``helpers.model.internals``): E the layer
 input (n, d), A^h the attention of head h, T^h = (E W_V^h + b_V^h) H^h the
@@ -43,26 +43,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import check_supported
+from ..model.checks import check_supported, float32_model
 from ..model.internals import Internals
-from ..model.numbering import layer_index
-from ..model.text import check_single_sequence
-from . import jacobians
-from .attribution import hidden_token_attribution
-from .decomposition import NORM_METHODS, LayerDecomposition, decompose_layer, norm_scores
-from .linalg import orthonormal_samples
+from ..model.numbering import check_integer, layer_index
+from ..model.text import check_encoding, check_single_sequence
+from . import jacobians, linearised
+from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
+from .decomposition import NORM_MEASURES, LayerDecomposition, decompose_layer, norm_scores
 
 __all__ = [
-    "METHODS",
+    "MEASURES",
     "ESTIMATE_TARGET",
-    "LOCAL_METHODS",
-    "GLOBAL_METHODS",
-    "NORM_METHODS",
+    "LOCAL_MEASURES",
+    "GLOBAL_MEASURES",
+    "NORM_MEASURES",
     "Mixing",
     "context_mixing",
     "local_measures",
@@ -73,12 +71,23 @@ __all__ = [
     "value_zeroing_scores",
     "grad_input_scores",
     "local_hta",
+    "local_hta_linearised",
+    "check_hta_options",
+    "hta_mixing",
     "leave_one_out",
 ]
 
-LOCAL_METHODS = ("attention", "attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti", "value_zeroing")
-GLOBAL_METHODS = ("grad_input", "hta")
-METHODS = LOCAL_METHODS + GLOBAL_METHODS
+LOCAL_MEASURES = (
+    "attention",
+    "attention_norm",
+    "norm_residual",
+    "norm_residual_ln",
+    "globenc",
+    "alti",
+    "value_zeroing",
+)
+GLOBAL_MEASURES = ("grad_input", "hta")
+MEASURES = LOCAL_MEASURES + GLOBAL_MEASURES
 
 # The book's target for an HTA estimate good enough to replace exact HTA as the reference:
 # median relative error of the contributions c_ij at most this, at most this fraction of exact HTA's time.
@@ -91,16 +100,16 @@ class Mixing:
 
     ``scores: (L, n, n)``, rows sum to 1, on the CPU. ``rollout`` tells whether a
     local measure was composed across layers; ``is_global`` whether row i
-    describes input embeddings -> hidden state l (rollout, or a global method).
+    describes input embeddings -> hidden state l (rollout, or a global measure).
     """
 
     scores: torch.Tensor  # (L, n, n)
-    method: str
+    measure: str
     rollout: bool
     effective: bool = False
 
     @property
-    def layers(self) -> int:
+    def num_layers(self) -> int:
         return self.scores.shape[0]
 
     @property
@@ -109,17 +118,17 @@ class Mixing:
 
     @property
     def is_global(self) -> bool:
-        return self.rollout or self.method in GLOBAL_METHODS
+        return self.rollout or self.measure in GLOBAL_MEASURES
 
     @property
     def name(self) -> str:
-        """A label for tables: the method, with ``+eff`` and ``rollout`` where used."""
-        name = self.method + ("+eff" if self.effective else "")
+        """A label for tables: the measure, with ``+eff`` and ``rollout`` where used."""
+        name = self.measure + ("+eff" if self.effective else "")
         return f"{name} rollout" if self.rollout else name
 
     def at(self, layer: int) -> torch.Tensor:
         """Scores of one layer (1..L): (n, n)."""
-        return self.scores[layer_index(layer, self.layers)]
+        return self.scores[layer_index(layer, self.num_layers)]
 
 
 def normalise_rows(M: torch.Tensor) -> torch.Tensor:
@@ -155,10 +164,10 @@ def attention_rollout(A_mean: torch.Tensor) -> torch.Tensor:
 
 def rolled_out(local: Mixing) -> Mixing:
     """The global version of a local ``Mixing``: the rollout its authors use (see ``context_mixing``)."""
-    if local.rollout or local.method in GLOBAL_METHODS or local.method not in LOCAL_METHODS:
+    if local.rollout or local.measure in GLOBAL_MEASURES or local.measure not in LOCAL_MEASURES:
         raise ValueError(f"{local.name!r} is not a local measure; rollout is not defined for it.")
-    scores = attention_rollout(local.scores) if local.method == "attention" else plain_rollout(local.scores)
-    return Mixing(scores=scores, method=local.method, rollout=True, effective=local.effective)
+    scores = attention_rollout(local.scores) if local.measure == "attention" else plain_rollout(local.scores)
+    return Mixing(scores=scores, measure=local.measure, rollout=True, effective=local.effective)
 
 
 @torch.no_grad()
@@ -170,7 +179,7 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     values change, so the new head outputs are A V - A[:, j] V_j; all n variants
     run through the rest of the layer as one batch.
     """
-    index = layer_index(layer, internals.layers)
+    index = layer_index(layer, internals.num_layers)
     block = model.encoder.layer[index]
     E, A, V = internals.E[index], internals.A[index], internals.V[index]  # (n, d), (h, n, n), (h, n, d_v)
     h, n, d_v = V.shape
@@ -187,57 +196,24 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
 
 
 @torch.no_grad()
-def grad_input_scores(model: PreTrainedModel, internals: Internals) -> torch.Tensor:
+def grad_input_scores(
+    model: PreTrainedModel, internals: Internals, lin: linearised.LinearisedBert | None = None
+) -> torch.Tensor:
     """||J^l_ij w_j|| for every layer: (L, n, n), unnormalised; w_j the word embedding of token j.
 
     The first-order change of e^l_i when token j's word embedding is removed
     (position and segment kept): the input that gradient x input multiplies in
     the literature (the model's ``inputs_embeds``). Not x_j itself: the embedding
     LayerNorm is scale invariant, so J_ij x_j vanishes up to its epsilon. One
-    forward-mode tangent per input token gives every layer at once.
+    forward-mode tangent per input token gives every layer at once. ``lin``: the
+    sequence's linearised model if the caller has it (else it is linearised here).
     """
-    lin = jacobians.linearise(model, internals.x, reference=internals.hidden_states)
+    if lin is None:
+        lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
     words = model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d)
     tokens = torch.arange(lin.n, device=words.device)
     pushed = torch.stack(list(jacobians.push_tangents(lin, tokens, words)))  # (L, j, i, d)
     return pushed.norm(dim=-1).transpose(1, 2).float().cpu()
-
-
-def _layer_function(block, heads: int):
-    """One BERT layer as a pure function E: (n, d) -> (n, d), for torch.func."""
-    sa, out = block.attention.self, block.attention.output
-    F = torch.nn.functional
-
-    def forward(E: torch.Tensor) -> torch.Tensor:
-        n, d = E.shape
-        d_v = d // heads
-
-        def split(t):
-            return t.view(n, heads, d_v).transpose(0, 1)
-
-        Q, K, V = (
-            split(F.linear(E, sa.query.weight, sa.query.bias)),
-            split(F.linear(E, sa.key.weight, sa.key.bias)),
-            split(F.linear(E, sa.value.weight, sa.value.bias)),
-        )
-        A = torch.softmax(Q @ K.transpose(-1, -2) / d_v**0.5, dim=-1)
-        context = (A @ V).transpose(0, 1).reshape(n, d)
-        y = F.layer_norm(
-            F.linear(context, out.dense.weight, out.dense.bias) + E,
-            (d,),
-            out.LayerNorm.weight,
-            out.LayerNorm.bias,
-            out.LayerNorm.eps,
-        )
-        hidden = block.intermediate.intermediate_act_fn(
-            F.linear(y, block.intermediate.dense.weight, block.intermediate.dense.bias)
-        )
-        ln = block.output.LayerNorm
-        return F.layer_norm(
-            F.linear(hidden, block.output.dense.weight, block.output.dense.bias) + y, (d,), ln.weight, ln.bias, ln.eps
-        )
-
-    return forward
 
 
 @torch.no_grad()
@@ -246,47 +222,59 @@ def local_hta(
     encoding: BatchEncoding,
     samples: int | None = None,
     seed: int = 0,
-    chunk_size: int = 256,
+    chunk_size: int | None = None,
 ) -> Mixing:
     """Layer-local HTA: c^l_ij = ||d e^l_i / d e^(l-1)_j||_F, rows normalised: Mixing of (L, n, n).
 
     The reference for the local measures (the setting of GlobEnc's figure 4, with
     input-to-output blocks of one layer). ``samples=None``: exact, d tangents per
     input token and layer; k: the Hutchinson estimate with k random orthonormal
-    tangents per token (``helpers.methods.linalg.orthonormal_samples``).
+    tangents per token. The tangents run through the same linearised layers as HTA
+    (``jacobians.layer_tangents``), one layer at a time.
     """
     check_supported(model)
+    check_encoding(model, encoding)
+    if samples is not None:
+        check_integer(samples, "samples (None: exact)", 1, model.config.hidden_size)
+    model = float32_model(model)
     internals = capture(model, encoding)
-    n, d = internals.n, internals.E.shape[-1]
-    if samples is not None and (
-        isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not 1 <= samples <= d
-    ):
-        raise ValueError(f"samples must be None (exact) or an integer in 1..{d}; got {samples!r}.")
+    lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
+    return local_hta_linearised(lin, samples, seed, chunk_size)
+
+
+@torch.no_grad()
+def local_hta_linearised(
+    lin: linearised.LinearisedBert, samples: int | None = None, seed: int = 0, chunk_size: int | None = None
+) -> Mixing:
+    """``local_hta`` of an already linearised sequence (arguments trusted): Mixing of (L, n, n)."""
+    n, d = lin.n, lin.d
     k = d if samples is None else int(samples)
-    if samples is None:
-        directions = torch.eye(d, dtype=internals.E.dtype).expand(n, d, d)
-    else:
-        directions = orthonormal_samples(n, d, k, seed=seed, dtype=internals.E.dtype)  # (n, k, d)
-    token = torch.arange(n).repeat_interleave(k)
-    flat = directions.reshape(n * k, d)
-    norms = []
-    for index, block in enumerate(model.encoder.layer):
-        forward = _layer_function(block, model.config.num_attention_heads)
-        E = internals.E[index]
-        check = forward(E)
-        if not torch.allclose(check, internals.hidden_states[index + 1], atol=1e-4 * float(check.abs().max())):
-            raise ValueError("The layer function does not reproduce this model's layer; not a post-LN BERT layer.")
-        squares = torch.zeros(n, n, dtype=torch.float64)  # [j, i]
-        push = torch.func.vmap(lambda t, forward=forward, E=E: torch.func.jvp(forward, (E,), (t,))[1])
-        for start in range(0, n * k, chunk_size):
-            stop = min(n * k, start + chunk_size)
-            tangents = torch.zeros(stop - start, n, d, dtype=E.dtype)
-            tangents[torch.arange(stop - start), token[start:stop]] = flat[start:stop].to(E.device)
-            out = push(tangents)  # (B, n, d)
-            squares.index_add_(0, token[start:stop], out.pow(2).sum(-1).double().cpu())
-        norms.append((squares * (d / k)).sqrt().T)
-    scores = normalise_rows(torch.stack(norms).float())
-    return Mixing(scores=scores, method="hta_local", rollout=False)
+    jacobians.prepare_ffn_jacobians(lin, n * k)
+    chunk_size = chunk_size or jacobians.default_chunk_size(lin)
+    squares = torch.zeros(lin.depth, n, n, dtype=torch.float64)  # [l, j, i]
+    for token, u in jacobians.direction_chunks(n, d, samples, seed, chunk_size, lin.xhat_0.dtype, lin.xhat_0.device):
+        for index in range(lin.depth):
+            dE = jacobians.layer_tangents(lin, index + 1, token, u)  # (B, n, d)
+            squares[index].index_add_(0, token.cpu(), dE.pow(2).sum(-1).double().cpu())
+    norms = (squares * (d / k)).sqrt().transpose(1, 2)
+    return Mixing(scores=normalise_rows(norms.float()), measure="hta_local", rollout=False)
+
+
+def check_hta_options(model: PreTrainedModel, options: dict) -> AttributionOptions:
+    """The options of the ``hta`` measure (those of ``hidden_token_attribution``), checked, with defaults."""
+    if "method" in options:
+        raise ValueError("Pass HTA's exact/estimate choice as estimator=..., not method=....")
+    known = set(AttributionOptions._fields)
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"Unknown options {sorted(unknown)} for 'hta'; it takes {sorted(known)}.")
+    return check_attribution_options(model, **{"progress": False, **options})
+
+
+def hta_mixing(lin: linearised.LinearisedBert, encoding: BatchEncoding, options: AttributionOptions) -> Mixing:
+    """HTA as a ``Mixing`` (L', n, n) of an already linearised sequence; ``options`` from ``check_hta_options``."""
+    attribution = attribute_linearised(lin, encoding, options)
+    return Mixing(scores=attribution.contributions, measure="hta", rollout=False)
 
 
 _OPTIONS = {"effective"}
@@ -295,7 +283,7 @@ _OPTIONS = {"effective"}
 def context_mixing(
     model: PreTrainedModel,
     encoding: BatchEncoding,
-    method: str,
+    measure: str,
     rollout: bool = False,
     **options,
 ) -> Mixing:
@@ -304,7 +292,7 @@ def context_mixing(
     Args:
         model: a BERT encoder with eager attention, in eval mode (``load_model``).
         encoding: one unpadded sequence (``encode``).
-        method: one of ``METHODS`` (see the module docstring).
+        measure: one of ``MEASURES`` (see the module docstring).
         rollout: compose a local measure across layers (global scores); not defined
             for ``grad_input`` and ``hta``, which are global already.
         **options: ``effective=True`` for the norm-based methods (A -> effective attention);
@@ -312,82 +300,81 @@ def context_mixing(
             of ``hidden_token_attribution`` (its sample count, seed, ...).
 
     Raises:
-        ValueError: unknown method or option, rollout where undefined, a padded or batched
+        ValueError: unknown measure or option, rollout where undefined, a padded or batched
             encoding, a sequence too long for the model.
         UnsupportedModelError: not a BERT encoder with eager attention.
     """
-    if method not in METHODS:
-        raise ValueError(f"Unknown method {method!r}; choose one of {METHODS}.")
+    if measure not in MEASURES:
+        raise ValueError(f"Unknown measure {measure!r}; choose one of {MEASURES}.")
     if not isinstance(rollout, bool):
         raise TypeError(f"rollout must be True or False, got {rollout!r}.")
-    if rollout and method in GLOBAL_METHODS:
+    if rollout and measure in GLOBAL_MEASURES:
         raise ValueError(
-            f"{method!r} already describes input embeddings -> hidden state l; rollout is not defined for it."
+            f"{measure!r} already describes input embeddings -> hidden state l; rollout is not defined for it."
         )
     check_supported(model)
-    check_single_sequence(encoding)
-    if method == "hta":
-        options = {"progress": False, **options}
-        if "method" in options:
-            raise ValueError("Pass HTA's exact/estimate choice as estimator=..., not method=....")
-        options["method"] = options.pop("estimator", "exact")
-        attribution = hidden_token_attribution(model, encoding, **options)
-        return Mixing(scores=attribution.contributions, method="hta", rollout=False)
-    if method == "grad_input":
-        if options:
-            raise ValueError(f"grad_input takes no options; got {sorted(options)}.")
-        internals = capture(model, encoding)
-        return Mixing(scores=normalise_rows(grad_input_scores(model, internals)), method=method, rollout=False)
-    _measure_options(method, options)  # before the forward pass: bad options fail fast
-    internals = capture(model, encoding)
-    result = local_measures(model, internals, [(method, options)])[0]
-    return rolled_out(result) if rollout else result
+    check_encoding(model, encoding)
+    if measure == "hta":
+        hta = check_hta_options(model, options)
+    elif measure == "grad_input" and options:
+        raise ValueError(f"grad_input takes no options; got {sorted(options)}.")
+    elif measure in LOCAL_MEASURES:
+        _measure_options(measure, options)  # before the forward pass: bad options fail fast
+    model = float32_model(model)
+    internals = capture(model, encoding)  # the one forward pass; everything below reads it
+    if measure in LOCAL_MEASURES:
+        result = local_measures(model, internals, [(measure, options)])[0]
+        return rolled_out(result) if rollout else result
+    lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
+    if measure == "hta":
+        return hta_mixing(lin, encoding, hta)
+    return Mixing(scores=normalise_rows(grad_input_scores(model, internals, lin)), measure=measure, rollout=False)
 
 
-def _measure_options(method: str, options: dict) -> bool:
-    """Check one (method, options) pair of ``local_measures``; returns ``effective``."""
-    if method not in LOCAL_METHODS:
-        raise ValueError(f"{method!r} is not a local measure; choose one of {LOCAL_METHODS}.")
+def _measure_options(measure: str, options: dict) -> bool:
+    """Check one (measure, options) pair of ``local_measures``; returns ``effective``."""
+    if measure not in LOCAL_MEASURES:
+        raise ValueError(f"{measure!r} is not a local measure; choose one of {LOCAL_MEASURES}.")
     unknown = set(options) - _OPTIONS
     if unknown:
         raise ValueError(
-            f"Unknown options {sorted(unknown)} for {method!r}; only {sorted(_OPTIONS)} (norm-based methods)."
+            f"Unknown options {sorted(unknown)} for {measure!r}; only {sorted(_OPTIONS)} (norm-based measures)."
         )
     effective = options.get("effective", False)
     if not isinstance(effective, bool):
         raise TypeError(f"effective must be True or False, got {effective!r}.")
-    if effective and method not in NORM_METHODS:
-        raise ValueError(f"effective=True applies to the norm-based methods {NORM_METHODS}, not {method!r}.")
+    if effective and measure not in NORM_MEASURES:
+        raise ValueError(f"effective=True applies to the norm-based measures {NORM_MEASURES}, not {measure!r}.")
     return effective
 
 
 def local_measures(model: PreTrainedModel, internals: Internals, measures: Sequence[tuple[str, dict]]) -> list[Mixing]:
     """Several local measures of one captured sequence at once: one ``Mixing`` (L, n, n) per measure.
 
-    ``measures`` holds (method, options) pairs as ``context_mixing`` takes them, e.g.
+    ``measures`` holds (measure, options) pairs as ``context_mixing`` takes them, e.g.
     ``[("globenc", {}), ("globenc", {"effective": True})]``. Each layer is decomposed once
-    per attention kind (raw, effective) and every norm-based method reads that one
+    per attention kind (raw, effective) and every norm-based measure reads that one
     decomposition, so a list of measures costs little more than its most expensive
-    member. The results equal ``context_mixing(model, encoding, method, **options)``.
+    member. The results equal ``context_mixing(model, encoding, measure, **options)``.
     """
-    checked = [(method, _measure_options(method, dict(options))) for method, options in measures]
-    L = internals.layers
+    checked = [(measure, _measure_options(measure, dict(options))) for measure, options in measures]
+    L = internals.num_layers
     decompositions: dict[bool, list[LayerDecomposition]] = {}
-    for method, effective in checked:
-        if method in NORM_METHODS and effective not in decompositions:
+    for measure, effective in checked:
+        if measure in NORM_MEASURES and effective not in decompositions:
             decompositions[effective] = [
                 decompose_layer(model, internals, layer, effective) for layer in range(1, L + 1)
             ]
     results = []
-    for method, effective in checked:
-        if method == "attention":
+    for measure, effective in checked:
+        if measure == "attention":
             local = internals.A.mean(1)
-        elif method == "value_zeroing":
+        elif measure == "value_zeroing":
             local = torch.stack([value_zeroing_scores(model, internals, layer) for layer in range(1, L + 1)])
         else:
-            local = torch.stack([norm_scores(parts, method) for parts in decompositions[effective]])
+            local = torch.stack([norm_scores(parts, measure) for parts in decompositions[effective]])
         results.append(
-            Mixing(scores=normalise_rows(local.float().cpu()), method=method, rollout=False, effective=effective)
+            Mixing(scores=normalise_rows(local.float().cpu()), measure=measure, rollout=False, effective=effective)
         )
     return results
 
@@ -401,12 +388,7 @@ def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id
     """
     check_supported(model)
     n = check_single_sequence(encoding)
-    if (
-        isinstance(mask_token_id, bool)
-        or not isinstance(mask_token_id, (int, np.integer))
-        or not 0 <= mask_token_id < model.config.vocab_size
-    ):
-        raise ValueError(f"mask_token_id must be a token id of the model's vocabulary; got {mask_token_id!r}.")
+    mask_token_id = check_integer(mask_token_id, "mask_token_id (a vocabulary id)", 0, model.config.vocab_size - 1)
     ids = encoding["input_ids"]
     variants = ids.repeat(n + 1, 1)
     variants[torch.arange(1, n + 1), torch.arange(n)] = int(mask_token_id)

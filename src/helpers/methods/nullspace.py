@@ -121,7 +121,7 @@ def compare_null_spaces(
     from tqdm.auto import tqdm
 
     rows = []
-    L, h = internals.layers, internals.heads
+    L, h = internals.num_layers, internals.heads
     for layer, head in tqdm([(i, k) for i in range(L) for k in range(h)], disable=not progress, desc="null spaces"):
         E = internals.E[layer].double()
         W_V, H = internals.W_V[layer, head].double(), internals.H[layer, head].double()

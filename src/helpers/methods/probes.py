@@ -13,7 +13,7 @@ the nearest-neighbour search matching the loss:
              (one hidden layer of width 256 and a linear skip connection,
              started at the least-squares fit; seeded mini-batch Adam)
 
-Train and test sets are split by sequence, never by token (``split_by_sentence``),
+Train and test sets are split by sequence, never by token (``split_by_sequence``),
 so no sequence contributes tokens to both. The experiments over hidden states
 (``probe_layers``, ``generalisation_matrix``, ``fraction_curve``, ``neighbour_rates``) are
 in :mod:`helpers.drivers.identifiability`.
@@ -21,7 +21,6 @@ in :mod:`helpers.drivers.identifiability`.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import torch
 from torch import nn
 
 from ..model.corpus import Split
-from ..model.numbering import check_seed
+from ..model.numbering import check_seed, hidden_state_index
 from .hidden_tokens import HiddenTokens
 
 MAP_KINDS = ("naive", "linear", "mlp")
@@ -62,15 +61,8 @@ def _check_pairs(hidden: torch.Tensor, targets: torch.Tensor) -> None:
 
 
 def check_hidden_state(tokens: HiddenTokens, hidden_state: int) -> int:
-    """The tensor index of ``hidden_state`` (0..L; negative counts from the end, -1 = L)."""
-    if isinstance(hidden_state, bool) or not isinstance(hidden_state, numbers.Integral):
-        raise TypeError(f"hidden_state must be an integer, got {type(hidden_state).__name__} {hidden_state!r}.")
-    if not -tokens.hidden.shape[0] <= hidden_state < tokens.hidden.shape[0]:
-        raise ValueError(
-            f"hidden_state {hidden_state} is out of range: the tokens hold hidden states 0..{tokens.layers} "
-            "(0 = the embedding output)."
-        )
-    return int(hidden_state) % tokens.hidden.shape[0]
+    """The tensor index of ``hidden_state`` (0..L, 0 = the embedding output; no negative numbers)."""
+    return hidden_state_index(hidden_state, tokens.num_layers)
 
 
 # --------------------------------------------------------------------------- maps
@@ -256,20 +248,20 @@ def _slots(group: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor
     return slot, counts
 
 
-def nearest_in_sentence(
+def nearest_in_sequence(
     queries: torch.Tensor,
-    query_sentence: torch.Tensor,
+    query_sequence: torch.Tensor,
     inputs: torch.Tensor,
-    input_sentence: torch.Tensor,
+    input_sequence: torch.Tensor,
     distance: str = "cosine",
 ) -> torch.Tensor:
     """For each query, the row of the nearest input token of the same sequence.
 
     Args:
         queries: (M, d) mapped hidden tokens g(e_i).
-        query_sentence: (M,) sequence id of each query.
+        query_sequence: (M,) sequence id of each query.
         inputs: (N, d) input tokens x_j.
-        input_sentence: (N,) sequence id of each input token.
+        input_sequence: (N,) sequence id of each input token.
         distance: ``"l2"`` or ``"cosine"``.
 
     Returns:
@@ -284,13 +276,13 @@ def nearest_in_sentence(
         raise ValueError(
             f"queries have size {queries.shape[1]} but input tokens {inputs.shape[1]}: map to input space first."
         )
-    if query_sentence.shape != (queries.shape[0],) or input_sentence.shape != (inputs.shape[0],):
-        raise ValueError("Each query and each input token needs exactly one sentence id.")
+    if query_sequence.shape != (queries.shape[0],) or input_sequence.shape != (inputs.shape[0],):
+        raise ValueError("Each query and each input token needs exactly one sequence id.")
     if queries.shape[0] == 0 or inputs.shape[0] == 0:
-        raise ValueError("No tokens: nearest_in_sentence needs at least one query and one input token.")
-    ids, input_group = torch.unique(input_sentence, return_inverse=True)
-    query_group = torch.searchsorted(ids, query_sentence).clamp_max(len(ids) - 1)
-    if not torch.equal(ids[query_group], query_sentence):
+        raise ValueError("No tokens: nearest_in_sequence needs at least one query and one input token.")
+    ids, input_group = torch.unique(input_sequence, return_inverse=True)
+    query_group = torch.searchsorted(ids, query_sequence).clamp_max(len(ids) - 1)
+    if not torch.equal(ids[query_group], query_sequence):
         raise ValueError("Some queries come from sequences that have no input tokens here.")
     G = len(ids)
     in_slot, in_counts = _slots(input_group, G)
@@ -321,16 +313,16 @@ class NeighbourRows(NamedTuple):
     targets: torch.Tensor
 
 
-def neighbour_rows(sentence: torch.Tensor, position: torch.Tensor, offset: int) -> NeighbourRows:
+def neighbour_rows(sequence: torch.Tensor, position: torch.Tensor, offset: int) -> NeighbourRows:
     """Rows (i, j) where token j is token i's neighbour ``offset`` places on, in the same sequence.
 
-    sentence, position: (N,). Returns sources (M,) and targets (M,); tokens
+    sequence, position: (N,). Returns sources (M,) and targets (M,); tokens
     whose neighbour would fall outside their sequence are left out.
     """
-    if sentence.shape != position.shape or sentence.dim() != 1:
-        raise ValueError("sentence and position must be two (N,) tensors.")
+    if sequence.shape != position.shape or sequence.dim() != 1:
+        raise ValueError("sequence and position must be two (N,) tensors.")
     span = int(position.max()) + abs(offset) + 1
-    key = sentence * span + position
+    key = sequence * span + position
     order = torch.argsort(key)
     wanted = key + offset
     found = torch.searchsorted(key[order], wanted).clamp_max(len(key) - 1)
@@ -342,7 +334,7 @@ def neighbour_rows(sentence: torch.Tensor, position: torch.Tensor, offset: int) 
 def identifiability_rate(
     predicted: torch.Tensor,
     inputs: torch.Tensor,
-    sentence: torch.Tensor,
+    sequence: torch.Tensor,
     distance: str = "cosine",
     position: torch.Tensor | None = None,
     offset: int = 0,
@@ -352,7 +344,7 @@ def identifiability_rate(
     Args:
         predicted: (N, d) g(e_i), row i for token i.
         inputs: (N, d) x_i, row i for token i.
-        sentence: (N,) sequence ids; the search runs within a sequence.
+        sequence: (N,) sequence ids; the search runs within a sequence.
         distance: ``"l2"`` or ``"cosine"``.
         position: (N,) positions, needed when ``offset != 0``.
         offset: score against x_{i + offset} instead of x_i (neighbour recovery).
@@ -364,10 +356,10 @@ def identifiability_rate(
     else:
         if position is None:
             raise ValueError("Neighbour recovery (offset != 0) needs the token positions.")
-        sources, targets = neighbour_rows(sentence, position, offset)
+        sources, targets = neighbour_rows(sequence, position, offset)
         if sources.numel() == 0:
             raise ValueError(f"No token has a neighbour at offset {offset} in its sequence.")
-    nearest = nearest_in_sentence(predicted[sources], sentence[sources], inputs, sentence, distance)
+    nearest = nearest_in_sequence(predicted[sources], sequence[sources], inputs, sequence, distance)
     return (nearest == targets).float().mean().item()
 
 
@@ -380,7 +372,7 @@ def chance_rate(tokens: HiddenTokens) -> float:
 # --------------------------------------------------------------------------- splits and fits on HiddenTokens
 
 
-def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: int = 0) -> Split:
+def split_by_sequence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: int = 0) -> Split:
     """Random train/test split of whole sequences (no sequence in both).
 
     Returns ``(train, test)``; the test set gets ``round(test_fraction * S)``
@@ -389,7 +381,7 @@ def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: in
     if not 0 < test_fraction < 1:
         raise ValueError(f"test_fraction must lie strictly between 0 and 1, got {test_fraction}.")
     seed = check_seed(seed)
-    ids = tokens.sentence_ids
+    ids = tokens.sequence_ids
     if len(ids) < 2:
         raise ValueError(f"Splitting needs at least two sequences, got {len(ids)}.")
     permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
@@ -398,11 +390,11 @@ def split_by_sentence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: in
 
 
 def check_disjoint(train: HiddenTokens, test: HiddenTokens) -> None:
-    shared = torch.isin(train.sentence_ids, test.sentence_ids)
+    shared = torch.isin(train.sequence_ids, test.sequence_ids)
     if shared.any():
         raise ValueError(
             f"{int(shared.sum())} sequences appear in both the training and the test set "
-            f"(ids {train.sentence_ids[shared][:5].tolist()}...): split by sentence with split_by_sentence."
+            f"(ids {train.sequence_ids[shared][:5].tolist()}...): split by sequence with split_by_sequence."
         )
 
 
@@ -417,7 +409,7 @@ def fit_token_map(
     if offset == 0:
         sources = targets = torch.arange(len(tokens))
     else:
-        sources, targets = neighbour_rows(tokens.sentence, tokens.position, offset)
+        sources, targets = neighbour_rows(tokens.sequence, tokens.position, offset)
     fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, **options)
     fitted.hidden_state, fitted.offset = hidden_state, offset
     return fitted
@@ -431,7 +423,7 @@ def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | 
     hidden_state = check_hidden_state(tokens, hidden_state)
     predicted = token_map(tokens.hidden[hidden_state])
     return identifiability_rate(
-        predicted, tokens.x, tokens.sentence, token_map.distance, tokens.position, token_map.offset
+        predicted, tokens.x, tokens.sequence, token_map.distance, tokens.position, token_map.offset
     )
 
 

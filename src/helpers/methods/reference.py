@@ -21,6 +21,8 @@ Each returns ``norms: (L, n, n)`` with ``norms[l, i, j] = ||d e^{l+1}_i / d x_j|
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 from transformers import BatchEncoding, PreTrainedModel
@@ -166,7 +168,13 @@ def effective_attention_loop(A: torch.Tensor, T: torch.Tensor, rtol: float = DEF
 # --------------------------------------------------------------------------- chapter 7: context mixing
 
 
-__all__ += ["value_zeroing_reference", "norm_vectors_reference", "grad_input_reference", "local_hta_reference"]
+__all__ += [
+    "value_zeroing_reference",
+    "NormVectors",
+    "norm_vectors_reference",
+    "grad_input_reference",
+    "local_hta_reference",
+]
 
 
 def _hidden_states(model: PreTrainedModel, encoding: BatchEncoding) -> torch.Tensor:
@@ -204,12 +212,21 @@ def value_zeroing_reference(model: PreTrainedModel, encoding: BatchEncoding, lay
     return scores
 
 
+class NormVectors(NamedTuple):
+    """The decomposed vectors of one layer (``norm_vectors_reference``)."""
+
+    attention: torch.Tensor  # (n, n, d)  sum_h A^h_ij T^h_j
+    z: torch.Tensor  # (n, n, d)  attention plus the residual on the diagonal
+    ln1_in: torch.Tensor  # (n, d)  LN1's real input, read by a hook
+    ln1_out: torch.Tensor  # (n, d)  LN1's real output
+    E: torch.Tensor  # (n, d)  the layer input
+
+
 @torch.no_grad()
-def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, layer: int) -> dict[str, torch.Tensor]:
+def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, layer: int) -> NormVectors:
     """The decomposed vectors of one layer with explicit loops over heads, i and j, from the raw weights.
 
-    Returns ``attention`` and ``z`` (n, n, d) and LN1's real input and output
-    (n, d), read by hooks on the model's own LayerNorm.
+    Returns a ``NormVectors``; LN1's input and output are read by hooks on the model's own LayerNorm.
     """
     index = layer_index(layer, model.config.num_hidden_layers)
     block = model.encoder.layer[index]
@@ -243,7 +260,7 @@ def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, laye
     z = attention.clone()
     for i in range(n):
         z[i, i] += E[i]
-    return {"attention": attention, "z": z, "ln1_in": seen["ln1_in"], "ln1_out": seen["ln1_out"], "E": E}
+    return NormVectors(attention, z, seen["ln1_in"], seen["ln1_out"], E)
 
 
 def grad_input_reference(model: PreTrainedModel, encoding: BatchEncoding) -> torch.Tensor:

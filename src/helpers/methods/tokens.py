@@ -13,9 +13,12 @@ from .effective import check_attention
 
 
 def is_punctuation(token: str) -> bool:
-    """True for a wordpiece made only of punctuation characters (``##`` prefix ignored)."""
+    """True for a wordpiece or word made only of punctuation and symbol characters (``##`` prefix ignored).
+
+    ASCII punctuation, and every Unicode punctuation (P*) or symbol (S*) character: "." "--" "£" "°".
+    """
     token = token.removeprefix("##")
-    return bool(token) and all(c in string.punctuation or unicodedata.category(c).startswith("P") for c in token)
+    return bool(token) and all(c in string.punctuation or unicodedata.category(c)[0] in "PS" for c in token)
 
 
 def token_classes(
@@ -56,7 +59,7 @@ def summarise_token_classes(table, classes: Sequence[str] = ("[CLS]", "[SEP]", "
     """Per layer and token class, raw vs effective attention averaged over examples and heads.
 
     table: from ``helpers.drivers.effective.effective_attention_sweep``. Returns a long DataFrame
-    ``layer, token, raw, effective, removed`` where ``removed = 1 - effective / raw``
+    ``layer, token_class, raw, effective, removed`` where ``removed = 1 - effective / raw``
     is the share of the raw attention that lies in the null space.
     """
     missing = [c for c in classes if f"raw_{c}" not in table.columns]
@@ -69,7 +72,7 @@ def summarise_token_classes(table, classes: Sequence[str] = ("[CLS]", "[SEP]", "
             pd.DataFrame(
                 {
                     "layer": mean.index,
-                    "token": c,
+                    "token_class": c,
                     "raw": mean[f"raw_{c}"].values,
                     "effective": mean[f"effective_{c}"].values,
                 }

@@ -17,15 +17,14 @@ Tensors in, tables out: this module never loads a model and never draws.
 
 from __future__ import annotations
 
-import string
-import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 
-import numpy as np
 import pandas as pd
 import torch
+
+from .tokens import is_punctuation
 
 __all__ = [
     "WORD_CLASSES",
@@ -33,7 +32,6 @@ __all__ = [
     "function_words",
     "word_classes",
     "word_classes_of",
-    "self_contribution_by_class",
     "class_summary",
     "content_keeps_more_from",
 ]
@@ -50,10 +48,6 @@ def function_words() -> frozenset[str]:
     text = resources.files("helpers").joinpath("wordlists", "function_words.txt").read_text(encoding="utf-8")
     words = (line.split("#", 1)[0].strip() for line in text.splitlines())
     return frozenset(word for word in words if word)
-
-
-def _is_punctuation(piece: str) -> bool:
-    return bool(piece) and all(c in string.punctuation or unicodedata.category(c)[0] in "PS" for c in piece)
 
 
 def word_classes(tokens: Sequence[str], special_tokens: frozenset[str] | set[str] = SPECIAL_TOKENS) -> list[str]:
@@ -80,7 +74,7 @@ def word_classes(tokens: Sequence[str], special_tokens: frozenset[str] | set[str
         word = (first + "".join(t[2:] for t in tokens[start + 1 : end])).lower()
         if first in special_tokens:
             label = "special"
-        elif _is_punctuation(word):
+        elif is_punctuation(word):
             label = "punctuation"
         elif word in listed:
             label = "function"
@@ -101,63 +95,17 @@ def word_classes_of(tokenizer, input_ids: torch.Tensor) -> list[str]:
     return word_classes(tokenizer.convert_ids_to_tokens(input_ids.tolist()), frozenset(special))
 
 
-def self_contribution_by_class(
-    contributions: Sequence[torch.Tensor], classes: Sequence[Sequence[str]], layers: Sequence[int]
-) -> pd.DataFrame:
-    """c^l_ii of every hidden token with its word class, over many sequences.
-
-    contributions: per sequence, ``(len(layers), n, n)`` HTA contributions
-    (``Attribution.contributions``); classes: per sequence, ``n`` labels from
-    :func:`word_classes`; layers: the 1-based layer numbers of the first axis.
-
-    Returns a DataFrame with one row per (sequence, layer, hidden token):
-    ``example, layer, position, word_class, self_contribution``.
-    """
-    if len(contributions) != len(classes):
-        raise ValueError(f"Got {len(contributions)} contribution tensors but {len(classes)} class lists.")
-    if len(contributions) == 0:
-        raise ValueError("No sequences to tabulate.")
-    layers = [int(layer) for layer in layers]
-    if not layers or min(layers) < 1:
-        raise ValueError(f"layers are numbered from 1 (layer l's output); got {layers}.")
-    frames = []
-    for index, (c, labels) in enumerate(zip(contributions, classes, strict=True)):
-        if not isinstance(c, torch.Tensor) or c.dim() != 3 or c.shape[-1] != c.shape[-2]:
-            raise ValueError(f"contributions[{index}] must be a (layers, n, n) tensor.")
-        if c.shape[0] != len(layers):
-            raise ValueError(
-                f"contributions[{index}] holds {c.shape[0]} layers but {len(layers)} layer numbers were given."
-            )
-        n = c.shape[-1]
-        if len(labels) != n:
-            raise ValueError(f"Sequence {index} has {n} tokens but {len(labels)} class labels.")
-        unknown = set(labels) - set(WORD_CLASSES)
-        if unknown:
-            raise ValueError(f"Unknown word classes {sorted(unknown)}; expected {WORD_CLASSES}.")
-        own = torch.diagonal(c, dim1=-2, dim2=-1).detach().cpu().double().numpy()  # (L', n)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "example": index,
-                    "layer": np.repeat(layers, n),
-                    "position": np.tile(np.arange(n), len(layers)),
-                    "word_class": np.tile(np.asarray(labels, dtype=object), len(layers)),
-                    "self_contribution": own.ravel(),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
-
-
 def class_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Median, mean and count of c^l_ii per layer and word class.
 
-    table: from :func:`self_contribution_by_class`. Returns columns
+    table: ``helpers.drivers.attribution.self_contribution_table(results, classes=...)``. Returns columns
     ``layer, word_class, median, mean, tokens`` (classes in :data:`WORD_CLASSES` order).
     """
     missing = {"layer", "word_class", "self_contribution"} - set(table.columns)
     if missing:
-        raise ValueError(f"table lacks the columns {sorted(missing)}; build it with self_contribution_by_class.")
+        raise ValueError(
+            f"table lacks the columns {sorted(missing)}; build it with self_contribution_table(results, classes=...)."
+        )
     grouped = table.groupby(["layer", "word_class"])["self_contribution"]
     summary = grouped.agg(median="median", mean="mean", tokens="size").reset_index()
     order = {name: k for k, name in enumerate(WORD_CLASSES)}

@@ -164,8 +164,8 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
 
     hidden = torch.stack(result.hidden_states)[:, 0]  # (L+1, n, d)
     E = hidden[:-1]
-    weights = [head_weights(model, layer) for layer in range(len(model.encoder.layer))]
-    stacked = {key: torch.stack([w[key] for w in weights]) for key in weights[0]}
+    weights = [head_weights(model, layer) for layer in range(1, len(model.encoder.layer) + 1)]
+    stacked = {key: torch.stack([getattr(w, key) for w in weights]) for key in weights[0]._fields}
 
     def project(W, b):
         return torch.einsum("lnd,lhde->lhne", E, W) + b[:, :, None, :]

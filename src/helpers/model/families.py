@@ -50,7 +50,7 @@ class Family:
     Its fields, one per attribute:
 
     * ``name``: the family, e.g. ``"bert"``, ``"llama"``.
-    * ``layers``: path from the base model to the layer modules (a ModuleList), or a function returning them (ALBERT: the shared layers of its groups).
+    * ``blocks``: path from the base model to the layer modules (a ModuleList), or a function returning them (ALBERT: the shared layers of its groups).
     * ``value``: path from a layer to the projection that computes V; its input is the (normalised) input Q, K and V are computed from.
     * ``value_slice``: for a fused Q/K/V projection (GPT-2's ``c_attn``), which third of its outputs is V (2); ``None`` for a separate V projection.
     * ``output``: path from a layer to W^O.
@@ -60,7 +60,7 @@ class Family:
     """
 
     name: str
-    layers: str | Callable[[nn.Module], list[nn.Module]]
+    blocks: str | Callable[[nn.Module], list[nn.Module]]
     value: str
     output: str
     embedding_norm: str | None
@@ -74,7 +74,7 @@ def _albert_layers(base: nn.Module) -> list[nn.Module]:
 
 
 _BERT_LIKE = dict(
-    layers="encoder.layer",
+    blocks="encoder.layer",
     value="attention.self.value",
     output="attention.output.dense",
     embedding_norm="embeddings.LayerNorm",
@@ -82,7 +82,7 @@ _BERT_LIKE = dict(
     causal=False,
 )
 _LLAMA_LIKE = dict(
-    layers="layers",
+    blocks="layers",
     value="self_attn.v_proj",
     output="self_attn.o_proj",
     embedding_norm=None,
@@ -96,7 +96,7 @@ FAMILIES: dict[str, Family] = {
     "electra": Family("electra", **_BERT_LIKE),
     "distilbert": Family(
         "distilbert",
-        layers="transformer.layer",
+        blocks="transformer.layer",
         value="attention.v_lin",
         output="attention.out_lin",
         embedding_norm="embeddings.LayerNorm",
@@ -105,7 +105,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "albert": Family(
         "albert",
-        layers=_albert_layers,
+        blocks=_albert_layers,
         value="attention.value",
         output="attention.dense",
         embedding_norm="embeddings.LayerNorm",
@@ -114,7 +114,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "gpt2": Family(
         "gpt2",
-        layers="h",
+        blocks="h",
         value="attn.c_attn",
         value_slice=2,
         output="attn.c_proj",
@@ -168,9 +168,9 @@ def layer_modules(model: PreTrainedModel) -> list[nn.Module]:
     """The distinct layer modules of the base model, in order (ALBERT: fewer than its layer count)."""
     family = family_of(model)
     base = model.base_model
-    if callable(family.layers):
-        return list(family.layers(base))
-    return list(submodule(base, family.layers))
+    if callable(family.blocks):
+        return list(family.blocks(base))
+    return list(submodule(base, family.blocks))
 
 
 def _is_conv1d(module: nn.Module) -> bool:

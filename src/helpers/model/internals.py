@@ -19,9 +19,12 @@ leaves biases out; we fold the value bias into T so that identity holds for
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from transformers import PreTrainedModel
+
+from .numbering import layer_index, layer_number
 
 
 @dataclass
@@ -52,7 +55,7 @@ class Internals:
     normed: torch.Tensor | None = None  # (L, n, d) what Q, K, V are computed from (pre-norm models); None: = E
 
     @property
-    def layers(self) -> int:
+    def num_layers(self) -> int:
         return self.A.shape[0]
 
     @property
@@ -113,13 +116,22 @@ def attention_block_output(A: torch.Tensor, T: torch.Tensor, b_O: torch.Tensor) 
     return (A @ T).sum(dim=-3) + b_O[..., None, :]
 
 
-def head_weights(model: PreTrainedModel, layer: int) -> dict[str, torch.Tensor]:
-    """Per-head weight slices of one layer.
+class HeadWeights(NamedTuple):
+    """The per-head weight slices of one BERT layer (row-vector convention, ``y = x @ W + b``)."""
 
-    Returns ``W_Q, W_K, W_V: (h, d, d_v)``, ``b_Q, b_K, b_V: (h, d_v)``,
-    ``H: (h, d_v, d)`` (W^O rows, with ``x @ W^O`` convention) and ``b_O: (d,)``.
-    """
-    attention = model.encoder.layer[layer].attention
+    W_Q: torch.Tensor  # (h, d, d_v)
+    W_K: torch.Tensor  # (h, d, d_v)
+    W_V: torch.Tensor  # (h, d, d_v)
+    b_Q: torch.Tensor  # (h, d_v)
+    b_K: torch.Tensor  # (h, d_v)
+    b_V: torch.Tensor  # (h, d_v)
+    H: torch.Tensor  # (h, d_v, d)  rows of W^O that belong to head h
+    b_O: torch.Tensor  # (d,)
+
+
+def head_weights(model: PreTrainedModel, layer: int) -> HeadWeights:
+    """The per-head weight slices of layer ``layer`` (numbered 1..L): a ``HeadWeights``."""
+    attention = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)].attention
     heads = model.config.num_attention_heads
     d = model.config.hidden_size
     d_v = d // heads
@@ -130,7 +142,7 @@ def head_weights(model: PreTrainedModel, layer: int) -> dict[str, torch.Tensor]:
         out[f"b_{key}"] = linear.bias.reshape(heads, d_v)
     out["H"] = attention.output.dense.weight.T.reshape(heads, d_v, d)
     out["b_O"] = attention.output.dense.bias
-    return out
+    return HeadWeights(**out)
 
 
 def attention_from_qk(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
@@ -140,7 +152,7 @@ def attention_from_qk(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """The rest of a BERT layer after the heads: residual, LayerNorm, feed-forward.
+    """The rest of BERT layer ``layer`` (numbered 1..L) after the heads: residual, LayerNorm, feed-forward.
 
     attention_output: (n, d) the dense output ``sum_h A_h T_h + b^O``;
     E: (n, d) the layer input. Returns the layer output (n, d), i.e. the
@@ -150,7 +162,7 @@ def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Ten
         raise ValueError(
             f"attention_output and E must both be (n, d); got {tuple(attention_output.shape)} and {tuple(E.shape)}."
         )
-    block = model.encoder.layer[layer]
+    block = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)]
     attended = block.attention.output.LayerNorm(attention_output + E)
     return block.output(block.intermediate(attended), attended)
 
@@ -162,4 +174,6 @@ def rebuild_hidden_states(model: PreTrainedModel, internals: Internals) -> torch
     ``internals.hidden_states[1:]``.
     """
     attention = internals.reconstructed_attention_output()
-    return torch.stack([finish_layer(model, i, attention[i], internals.E[i]) for i in range(internals.layers)])
+    return torch.stack(
+        [finish_layer(model, layer_number(i), attention[i], internals.E[i]) for i in range(internals.num_layers)]
+    )

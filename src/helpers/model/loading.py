@@ -31,7 +31,7 @@ class Architecture:
     """The numbers of a BERT-family encoder that the chapters talk about."""
 
     name: str
-    layers: int
+    num_layers: int
     heads: int
     d: int  # hidden size
     d_v: int  # per-head value (and query/key) size
@@ -43,7 +43,7 @@ class Architecture:
     def as_row(self) -> dict:
         return {
             "model": self.name,
-            "layers": self.layers,
+            "layers": self.num_layers,
             "heads": self.heads,
             "d": self.d,
             "d_v": self.d_v,
@@ -214,7 +214,7 @@ def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
     kv_heads = getattr(cfg, "num_key_value_heads", None)
     return Architecture(
         name=name or getattr(cfg, "_name_or_path", "") or type(model).__name__,
-        layers=cfg.num_hidden_layers,
+        num_layers=cfg.num_hidden_layers,
         heads=cfg.num_attention_heads,
         d=cfg.hidden_size,
         d_v=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,

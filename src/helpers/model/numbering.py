@@ -20,12 +20,15 @@ __all__ = [
     "hidden_state_index",
     "layer_number",
     "head_number",
+    "check_integer",
     "check_count",
     "check_seed",
 ]
 
 
 def _as_int(value, what: str) -> int:
+    if hasattr(value, "ndim") and getattr(value, "ndim", 1) == 0 and hasattr(value, "item"):
+        value = value.item()  # a 0-d numpy or torch integer
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
     return int(value)
@@ -38,9 +41,9 @@ def _in_range(value, low: int, high: int, what: str) -> int:
     return value
 
 
-def layer_index(layer, layers: int) -> int:
+def layer_index(layer, num_layers: int) -> int:
     """Tensor index (0..L-1) of the reader's layer number ``layer`` (1..L)."""
-    return _in_range(layer, 1, layers, "layer (counted from 1)") - 1
+    return _in_range(layer, 1, num_layers, "layer (counted from 1)") - 1
 
 
 def head_index(head, heads: int) -> int:
@@ -48,9 +51,9 @@ def head_index(head, heads: int) -> int:
     return _in_range(head, 1, heads, "head (counted from 1)") - 1
 
 
-def hidden_state_index(hidden_state, layers: int) -> int:
+def hidden_state_index(hidden_state, num_layers: int) -> int:
     """Hidden states keep their number as index: 0 (embedding output) .. L."""
-    return _in_range(hidden_state, 0, layers, "hidden state (0 = embedding output)")
+    return _in_range(hidden_state, 0, num_layers, "hidden_state (0 = the embedding output, L = the last layer's)")
 
 
 def layer_number(index) -> int:
@@ -69,9 +72,19 @@ def head_number(index) -> int:
     return index + 1
 
 
+def check_integer(value, what: str, low: int, high: int | None = None) -> int:
+    """``value`` as an int in ``low..high`` (inclusive; no upper bound for None).
+
+    The one integer check of the helpers: a TypeError for anything that is not an
+    integer (``True``, ``2.0``, ``"3"``), a ValueError naming ``what`` and the range
+    when it is out of it. numpy and torch integer scalars are accepted.
+    """
+    return _in_range(value, low, 2**62 if high is None else high, what)
+
+
 def check_count(value, what: str, minimum: int = 1) -> int:
     """A positive count (samples, epochs, tokens): an integer >= ``minimum``."""
-    return _in_range(value, minimum, 2**62, what)
+    return check_integer(value, what, minimum)
 
 
 def check_seed(seed) -> int:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import numbers
 import unicodedata
 from typing import NamedTuple
 
 import torch
 from transformers import BatchEncoding, PreTrainedModel
+
+from .numbering import check_integer
 
 
 def encode(
@@ -171,10 +172,7 @@ def prefix_encoding(encoding: BatchEncoding, length: int) -> BatchEncoding:
     same token types, so a long passage yields valid inputs of any length.
     """
     n = check_single_sequence(encoding)
-    if not isinstance(length, numbers.Integral) or isinstance(length, bool):
-        raise TypeError(f"length must be an int, got {type(length).__name__}.")
-    if not 2 <= length <= n:
-        raise ValueError(f"length must be between 2 and the sequence length {n}; got {length}.")
+    length = check_integer(length, "length (at most the sequence length)", 2, n)
 
     def keep(t: torch.Tensor) -> torch.Tensor:
         return torch.cat([t[:, : length - 1], t[:, -1:]], dim=1)

@@ -21,17 +21,17 @@ def _paper_x(paper_layer: float, num_layers: int, paper_layers: int) -> float:
 
 
 def plot_contribution_maps(
-    attribution, tokens: Sequence[str], layers: Sequence[int] = (1, 3, 6), axes=None
+    attribution, tokens: Sequence[str], layer_numbers: Sequence[int] = (1, 3, 6), axes=None
 ) -> np.ndarray:
-    """Heatmaps of c^l (hidden token i in rows, input token j in columns) for a few layers,
+    """Heatmaps of c^l (hidden token i in rows, input token j in columns) for a few layer_numbers,
     on one colour scale."""
-    layers = list(layers)
+    layer_numbers = list(layer_numbers)
     if axes is None:
         size = min(5.0, 1.5 + 0.25 * len(tokens))
-        _, axes = plt.subplots(1, len(layers), figsize=(size * len(layers) + 1.2, size + 0.4))
+        _, axes = plt.subplots(1, len(layer_numbers), figsize=(size * len(layer_numbers) + 1.2, size + 0.4))
     axes = np.atleast_1d(axes)
-    vmax = float(max(attribution.at(layer).max() for layer in layers))
-    for k, (ax, layer) in enumerate(zip(axes, layers, strict=True)):
+    vmax = float(max(attribution.at(layer).max() for layer in layer_numbers))
+    for k, (ax, layer) in enumerate(zip(axes, layer_numbers, strict=True)):
         token_heatmap(attribution.at(layer), tokens, ax=ax, vmin=0.0, vmax=vmax, cbar=False, title=f"layer {layer}")
         ax.set_xlabel("input token j")
         ax.set_ylabel("hidden token i" if k == 0 else "")

@@ -65,10 +65,10 @@ def plot_attention_split(
 
 
 def _per_example_layer_medians(table: pd.DataFrame) -> pd.DataFrame:
-    needed = {"id", "n", "layer", "correlation"}
+    needed = {"example", "n", "layer", "correlation"}
     if not needed <= set(table.columns):
         raise ValueError(f"The table needs columns {sorted(needed)} (effective_attention_sweep).")
-    return table.groupby(["id", "n", "layer"], as_index=False)["correlation"].median()
+    return table.groupby(["example", "n", "layer"], as_index=False)["correlation"].median()
 
 
 def plot_correlation_vs_length(
@@ -131,15 +131,15 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     summary: ``summarise_token_classes`` output (columns layer, token, raw,
     effective). One panel per token class.
     """
-    needed = {"layer", "token", "raw", "effective"}
+    needed = {"layer", "token_class", "raw", "effective"}
     if not needed <= set(summary.columns):
         raise ValueError(f"summary needs columns {sorted(needed)} (summarise_token_classes).")
-    classes = list(dict.fromkeys(summary["token"]))
+    classes = list(dict.fromkeys(summary["token_class"]))
     fig, axes = plt.subplots(
         1, len(classes), figsize=(4.2 * len(classes), 3.8), sharey=True, layout="constrained", squeeze=False
     )
     for ax, name in zip(axes[0], classes, strict=True):
-        rows = summary[summary["token"] == name].sort_values("layer")
+        rows = summary[summary["token_class"] == name].sort_values("layer")
         ax.plot(rows["layer"], rows["raw"], color=RAW, marker="o", label="raw attention")
         ax.plot(rows["layer"], rows["effective"], color=EFFECTIVE, marker="s", label="effective attention")
         ax.fill_between(

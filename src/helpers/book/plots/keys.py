@@ -7,19 +7,19 @@ from collections.abc import Mapping
 import matplotlib.pyplot as plt
 import torch
 
+from ...model.numbering import check_count
 from .style import NULL
 
 
-def plot_centred_log_spectra(spectra: Mapping[str, torch.Tensor], d_k: int, ax: plt.Axes | None = None) -> plt.Axes:
+def plot_centred_log_spectra(spectra: Mapping[str, torch.Tensor], d_v: int, ax: plt.Axes | None = None) -> plt.Axes:
     """Singular values s_k of row-centred log-attention matrices, each divided by its largest, against k.
 
     spectra: label -> (n,) singular values (e.g. ``torch.linalg.svdvals(keys.centred_log(A))``);
-    a dashed line marks d_k: a matrix some d_k-dimensional queries and keys produce has nothing beyond it.
+    a dashed line marks d_v: a matrix some d_v-dimensional queries and keys produce has nothing beyond it.
     """
     if not spectra:
         raise ValueError("spectra is empty: give at least one label -> singular values.")
-    if isinstance(d_k, bool) or not isinstance(d_k, int) or d_k < 1:
-        raise ValueError(f"d_k must be a positive integer, got {d_k!r}.")
+    d_v = check_count(d_v, "d_v")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.2))
     for label, values in spectra.items():
@@ -28,7 +28,7 @@ def plot_centred_log_spectra(spectra: Mapping[str, torch.Tensor], d_k: int, ax: 
             raise ValueError(f"spectrum {label!r} must be a non-empty finite vector.")
         s = s.sort(descending=True).values
         ax.semilogy(range(1, s.numel() + 1), (s / s[0]).clamp_min(1e-18).numpy(), label=label)
-    ax.axvline(d_k + 0.5, color=NULL, linestyle="--", label=f"d_k = {d_k}")
+    ax.axvline(d_v + 0.5, color=NULL, linestyle="--", label=f"d_v = {d_v}")
     ax.set_xlabel("k (singular values of the row-centred log-attention, largest first)")
     ax.set_ylabel("s_k / s_1")
     ax.legend()

@@ -85,7 +85,7 @@ def plot_rank_sweep(
                 color=EFFECTIVE,
                 ms=7,
                 mew=1.5,
-                label=f"{other}: every head, {overlay['text'].nunique()} texts" if column == "min" else None,
+                label=f"{other}: every head, {overlay['example'].nunique()} texts" if column == "min" else None,
             )
             right.plot(
                 extra.index,

@@ -1,0 +1,170 @@
+"""A BERT encoder linearised around one input: the primal pass and the caches its tangents read.
+
+``linearise(model, x)`` runs the model once on the raw embeddings ``x`` (token +
+segment + position, before the embedding LayerNorm) and keeps, for every layer,
+its weights in the row-vector convention (``y = x @ W``) and the activations a
+Jacobian-vector product needs: attention probabilities, LayerNorm statistics and
+the activation's slopes. ``helpers.methods.jacobians`` pushes tangents through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+__all__ = ["LinearisedBlock", "LinearisedBert", "linearise"]
+
+
+@dataclass
+class LinearisedBlock:
+    """Weights (row-vector convention, ``y = x @ W``) and cached primal quantities of one layer."""
+
+    W_qkv_T: torch.Tensor  # (3d, d)
+    W_o: torch.Tensor  # (d, d)
+    W_1: torch.Tensor  # (d, f)
+    W_2: torch.Tensor  # (f, d)
+    Q_T: torch.Tensor  # (h, d_v, n)  queries, times the score scaling 1 / sqrt(d_v)
+    K_T: torch.Tensor  # (h, d_v, n)  keys, times the score scaling
+    V_T: torch.Tensor  # (h, d_v, n)
+    A: torch.Tensor  # (h, n, n)  attention probabilities
+    A_T: torch.Tensor  # (h, n, n)  their transpose
+    O_T: torch.Tensor  # (h, d_v, n)  head outputs A V, transposed
+    xhat_1: torch.Tensor  # (n, d) normalised input of the attention LayerNorm
+    scale_1: torch.Tensor  # (n, d) gamma / sigma of the attention LayerNorm
+    slope: torch.Tensor  # (n, f) derivative of the activation at the FFN pre-activation
+    xhat_2: torch.Tensor  # (n, d) normalised input of the output LayerNorm
+    scale_2: torch.Tensor  # (n, d)
+    M: torch.Tensor | None = None  # (n, d, d) Jacobian of LayerNorm -> FFN -> LayerNorm, per token
+
+
+@dataclass
+class LinearisedBert:
+    """A BERT encoder linearised around one input: the primal pass and its caches.
+
+    ``hidden_states: (L + 1, n, d)`` are the embedding LayerNorm output and
+    each layer's output of the primal pass.
+    """
+
+    xhat_0: torch.Tensor  # (n, d) normalised input of the embedding LayerNorm
+    scale_0: torch.Tensor  # (n, d)
+    blocks: list[LinearisedBlock]
+    hidden_states: torch.Tensor  # (L + 1, n, d)
+    heads: int
+
+    @property
+    def n(self) -> int:
+        return self.xhat_0.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.xhat_0.shape[1]
+
+    @property
+    def depth(self) -> int:
+        return len(self.blocks)
+
+
+def _layer_norm(r: torch.Tensor, norm: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """LayerNorm of ``r: (n, d)``; returns the output, xhat and gamma / sigma, each (n, d)."""
+    mean = r.mean(-1, keepdim=True)
+    var = (r - mean).pow(2).mean(-1, keepdim=True)
+    inv_sigma = torch.rsqrt(var + norm.eps)
+    xhat = (r - mean) * inv_sigma
+    gamma = norm.weight if norm.weight is not None else torch.ones_like(r[0])
+    beta = norm.bias if norm.bias is not None else torch.zeros_like(r[0])
+    return xhat * gamma + beta, xhat, gamma * inv_sigma
+
+
+def _check_bert_layer(layer: nn.Module) -> None:
+    if getattr(layer, "add_cross_attention", False) or getattr(layer, "is_decoder", False):
+        raise ValueError("Decoder and cross-attention layers are not supported; use an encoder-only BERT.")
+
+
+@torch.no_grad()
+def linearise(
+    model: nn.Module,
+    x: torch.Tensor,
+    reference: torch.Tensor | None = None,
+    atol: float = 1e-4,
+) -> LinearisedBert:
+    """Run the primal pass of a BERT encoder on raw embeddings and cache what the tangents need.
+
+    Args:
+        model: a BertModel (``model.embeddings.LayerNorm`` and ``model.encoder.layer``).
+        x: ``(n, d)``, token + segment + position, before the embedding LayerNorm.
+        reference: the model's own hidden states ``(L + 1, n, d)``; if given, the primal
+            pass must reproduce them (a guard against a model variant this code does not
+            implement).
+        atol: tolerance of that check, relative to the largest hidden-state entry.
+
+    Raises:
+        ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be one sequence of input embeddings (n, d); got {got}.")
+    config = model.config
+    d, heads = config.hidden_size, config.num_attention_heads
+    if x.shape[1] != d:
+        raise ValueError(f"x has width {x.shape[1]}, the model's hidden size is {d}.")
+    d_v = d // heads
+    n = x.shape[0]
+    x = x.to(device=model.embeddings.LayerNorm.weight.device, dtype=model.embeddings.LayerNorm.weight.dtype)
+
+    E, xhat_0, scale_0 = _layer_norm(x, model.embeddings.LayerNorm)
+    hidden = [E]
+    blocks = []
+    scaling = d_v**-0.5
+    for layer in model.encoder.layer:
+        _check_bert_layer(layer)
+        sa, out = layer.attention.self, layer.attention.output
+        W_qkv = torch.cat([sa.query.weight, sa.key.weight, sa.value.weight]).T  # (d, 3d)
+        b_qkv = torch.cat([sa.query.bias, sa.key.bias, sa.value.bias])
+        qkv = (E @ W_qkv + b_qkv).view(n, 3, heads, d_v).permute(1, 2, 0, 3)  # (3, h, n, d_v)
+        Q, K, V = qkv[0], qkv[1], qkv[2]
+        A = torch.softmax(Q @ K.transpose(-1, -2) * scaling, dim=-1)
+        heads_out = (A @ V).transpose(0, 1).reshape(n, d)
+        Y, xhat_1, scale_1 = _layer_norm(heads_out @ out.dense.weight.T + out.dense.bias + E, out.LayerNorm)
+        pre = layer.intermediate.dense(Y)
+        act = layer.intermediate.intermediate_act_fn
+        with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
+            pre = pre.detach().requires_grad_(True)
+            G = act(pre)
+            (slope,) = torch.autograd.grad(G.sum(), pre)
+        G, pre = G.detach(), pre.detach()
+        Z, xhat_2, scale_2 = _layer_norm(layer.output.dense(G) + Y, layer.output.LayerNorm)
+        blocks.append(
+            LinearisedBlock(
+                W_qkv_T=W_qkv.T.contiguous(),
+                W_o=out.dense.weight.T.contiguous(),
+                W_1=layer.intermediate.dense.weight.T.contiguous(),
+                W_2=layer.output.dense.weight.T.contiguous(),
+                Q_T=(Q * scaling).transpose(1, 2).contiguous(),
+                K_T=(K * scaling).transpose(1, 2).contiguous(),
+                V_T=V.transpose(1, 2).contiguous(),
+                A=A.contiguous(),
+                A_T=A.transpose(1, 2).contiguous(),
+                O_T=(A @ V).transpose(1, 2).contiguous(),
+                xhat_1=xhat_1,
+                scale_1=scale_1,
+                slope=slope,
+                xhat_2=xhat_2,
+                scale_2=scale_2,
+            )
+        )
+        E = Z
+        hidden.append(E)
+    hidden_states = torch.stack(hidden)
+    if reference is not None:
+        reference = reference.to(hidden_states)
+        if reference.shape != hidden_states.shape:
+            raise ValueError(f"reference hidden states {tuple(reference.shape)} != {tuple(hidden_states.shape)}.")
+        error = (reference - hidden_states).abs().max() / reference.abs().max().clamp_min(1e-12)
+        if error > atol:
+            raise ValueError(
+                f"The linearised BERT does not reproduce this model's hidden states (relative error "
+                f"{float(error):.2e}); the model is not the post-LayerNorm BERT encoder this code implements."
+            )
+    return LinearisedBert(xhat_0, scale_0, blocks, hidden_states, heads)
