@@ -24,10 +24,11 @@ def test_report_mode_shows_the_failure_and_goes_on(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_CLAIMS", "report")
     claims = Claims("99_test")
     claims.check("fails", "does not hold", torch.tensor(False))
-    table = claims.enforce(tmp_path)
-    assert table.loc["fails", "holds"] == "NO"
+    board = claims.enforce(tmp_path)
+    assert board.frame.set_index("id").loc["fails", "holds here"] == "NO"
+    assert "verdict-not-reproduced" in board._repr_html_() and "fails: not reproduced" in repr(board)
     rows = report_table(load_records(tmp_path))
-    assert rows.chapter.tolist() == ["99_test"] and rows.holds.tolist() == ["NO"]
+    assert rows.chapter.tolist() == ["99_test"] and rows["holds here"].tolist() == ["NO"]
 
 
 def test_bad_registrations_are_refused():
@@ -50,3 +51,47 @@ def test_bad_registrations_are_refused():
 def test_records_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_CLAIMS_DIR", str(tmp_path / "records"))
     assert helpers.book.claims.records_dir() == tmp_path / "records"
+
+
+def test_a_numeric_claim_states_value_and_threshold_once(tmp_path):
+    claims = Claims("99_test", mode="report")
+    assert claims.at_most("small", "the share is small", torch.tensor(0.041), 0.06, published=0.05, tolerance=0.02)
+    assert not claims.at_least("large", "the share is large", np.float64(0.041), 0.5, fmt=".0%")
+    assert claims.at_least("far", "holds, but far from the paper", 0.75, 0.5, published=0.93, tolerance=0.05)
+    small, large, far = claims.claims
+    assert small.measured == "0.04 (at most 0.06)" and small.paper == "0.05" and small.tolerance == "±0.02"
+    assert small.agrees is True and small.verdict == "reproduced"
+    assert large.measured == "4% (at least 50%)" and large.agrees is None and large.verdict == "not reproduced"
+    assert far.agrees is False and far.verdict == "in kind"
+    table = claims.table()
+    assert table.loc["far", "agrees"] == "no (±0.05)" and table.loc["large", "agrees"] == "not compared"
+    assert table.loc["small", "source"] == "Brunner et al. 2020"
+    with pytest.raises(ValueError, match="both published and tolerance"):
+        claims.at_most("x", "x", 0.1, 0.2, published=0.1)
+    with pytest.raises(TypeError, match="number"):
+        claims.at_most("y", "y", "0.1", 0.2)
+    with pytest.raises(ValueError, match="side"):
+        claims.compare("z", "z", 0.1, 0.2, "below")
+
+
+def test_the_scoreboard_html_is_stable_and_wraps_in_the_column():
+    claims = Claims("99_test", mode="report")
+    claims.check("a-claim", "A <b> claim & more", True, paper="0.9", source="Someone et al. 2021", note="why")
+    board = helpers.book.scoreboard.Scoreboard(claims.table().reset_index())
+    html = board._repr_html_()
+    assert html == board._repr_html_()  # no random ids: nbval compares it
+    assert html.startswith('<table class="scoreboard">') and "A &lt;b&gt; claim &amp; more" in html
+    assert "Someone et al. 2021" in html and '<div class="note">why</div>' in html
+
+
+def test_the_report_counts_verdicts_per_chapter(tmp_path):
+    for chapter, agrees in (("01_a", [True, None]), ("02_b", [False, True])):
+        claims = Claims(chapter, mode="report")
+        for k, value in enumerate(agrees):
+            claims.check(f"c{k}", "a claim", True, agrees=value)
+        claims.save(tmp_path)
+    counts = helpers.book.scoreboard.verdict_counts(report_table(load_records(tmp_path)))
+    assert counts.loc["01_a"].tolist() == [2, 2, 0, 0] and counts.loc["02_b"].tolist() == [2, 1, 1, 0]
+    assert counts.loc["all", "claims"] == 4
+    html = helpers.book.scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
+    assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html

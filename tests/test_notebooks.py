@@ -92,3 +92,36 @@ def test_no_raw_residual_in_a_checked_output(notebook):
             ]
             raw += [m.group(0) for text in texts for m in RESIDUAL.finditer(str(text))]
     assert not raw, f"{notebook.name}: residuals printed as numbers in compared outputs: {raw[:5]}"
+
+
+HIDDEN_INPUT = {"remove-cell", "remove-input", "hide-input"}
+BOOKKEEPING = re.compile(r"\bhelpers\.glue\(|\bclaims\.(?!enforce\b)\w+\(")
+COLUMN = 74  # characters of code a cell shows at 1280 px (book/ruff.toml formats the chapters to it)
+
+
+def _visible_code_lines(notebook: Path) -> list[str]:
+    return [
+        line
+        for cell in _cells(notebook, "code")
+        if not HIDDEN_INPUT & set(cell.metadata.get("tags", []))
+        for line in cell.source.splitlines()
+        if line.strip()
+    ]
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS + [ROOT / "book" / "report.ipynb"], ids=lambda p: p.stem)
+def test_bookkeeping_is_out_of_sight(notebook):
+    """Glue and claim calls run in cells removed from the HTML: under 10% of the code a reader sees."""
+    visible = _visible_code_lines(notebook)
+    shown = [line for line in visible if BOOKKEEPING.search(line)]
+    assert len(shown) <= 0.1 * len(visible), (
+        f"{notebook.name}: {len(shown)} of {len(visible)} visible code lines are glue or claims; "
+        f"move them to a cell tagged remove-cell: {shown[:3]}"
+    )
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS + [ROOT / "book" / "report.ipynb"], ids=lambda p: p.stem)
+def test_visible_code_fits_the_column(notebook):
+    """The code a reader sees fits the code cell's width in the rendered page (no horizontal scrolling)."""
+    long = [line for line in _visible_code_lines(notebook) if len(line) > COLUMN]
+    assert not long, f"{notebook.name}: {len(long)} visible code lines over {COLUMN} characters: {long[:3]}"

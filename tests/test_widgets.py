@@ -98,3 +98,17 @@ def test_short_input_has_nothing_to_explore(tiny_model, tokenizer):
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, "Too short.", model=tiny_model))
     with pytest.raises(ValueError, match="identifiable"):
         helpers.NullSpaceExplorer(internals.A[0, 0], internals.T[0, 0])
+
+
+def test_grid_figure_stands_in_for_the_sliders(head):
+    A, T, tokens = head
+    explorer = helpers.NullSpaceExplorer(A, T, tokens, directions=2, seed=0)
+    figure = explorer.grid_figure(positions=3)
+    panels = [ax for ax in figure.axes if ax.get_title()]
+    assert len(panels) == 9 and panels[0].get_title() == "$t_1$=0, $t_2$=0"
+    corner = panels[-1].images[0].get_array()  # both sliders at their right end
+    expected = explorer.alternative([s.max for s in explorer.sliders]) - explorer.A
+    assert torch.allclose(torch.as_tensor(corner.data), expected, atol=1e-12)
+    with pytest.raises(ValueError, match="positions"):
+        explorer.grid_figure(positions=1)
+    matplotlib.pyplot.close("all")

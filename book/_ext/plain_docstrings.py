@@ -66,7 +66,10 @@ _BACKTICK_SPAN = re.compile(r"(``.*?``|`[^`]*`)")
 def escape_bars(line: str) -> str:
     """Escape ``|`` outside backtick spans: ``|x|`` -> ``\\|x\\|``."""
     parts = _BACKTICK_SPAN.split(line)
-    return "".join(part if i % 2 else part.replace("|", r"\|") for i, part in enumerate(parts))
+    return "".join(
+        part if i % 2 else part.replace("|", r"\|")
+        for i, part in enumerate(parts)
+    )
 
 
 def _indent(line: str) -> int:
@@ -78,11 +81,19 @@ def literal_blocks(lines: list[str]) -> list[str]:
     out = list(lines)
     for i, line in enumerate(lines):
         text = line.strip()
-        if not text.endswith(":") or text.endswith("::") or text.lower().rstrip(":") in NAPOLEON_SECTIONS:
+        if (
+            not text.endswith(":")
+            or text.endswith("::")
+            or text.lower().rstrip(":") in NAPOLEON_SECTIONS
+        ):
             continue
-        if text.startswith(":") or text.startswith(".."):  # a field list or directive, already RST
+        if text.startswith(":") or text.startswith(
+            ".."
+        ):  # a field list or directive, already RST
             continue
-        following = [j for j in range(i + 1, len(lines)) if lines[j].strip()]
+        following = [
+            j for j in range(i + 1, len(lines)) if lines[j].strip()
+        ]
         if not following or following[0] == i + 1:
             continue  # no blank line before the next text: not a block
         if _indent(lines[following[0]]) > _indent(line):
@@ -90,7 +101,9 @@ def literal_blocks(lines: list[str]) -> list[str]:
     return out
 
 
-def process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
+def process_docstring(
+    app, what, name, obj, options, lines: list[str]
+) -> None:
     fixed = literal_blocks(lines)
     in_literal = False
     block_indent = 0
@@ -113,7 +126,11 @@ def _assigned_at_top_level(modname: str) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.parse(source).body:
         targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
         )
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     return frozenset(names)
@@ -130,29 +147,40 @@ class ModuleDataDocumenter(DataDocumenter):
     priority = DataDocumenter.priority + 1
 
     @classmethod
-    def can_document_member(cls, member, membername, isattr, parent) -> bool:
+    def can_document_member(
+        cls, member, membername, isattr, parent
+    ) -> bool:
         if not isinstance(parent, ModuleDocumenter):
             return False
         try:
-            return isattr or membername in _assigned_at_top_level(parent.modname)
+            return isattr or membername in _assigned_at_top_level(
+                parent.modname
+            )
         except Exception:
             return isattr
 
     def get_doc(self) -> list[list[str]] | None:
         # An undocumented constant would otherwise show its type's docstring (dict, tuple ...).
-        if not self.get_module_comment(self.objpath[-1]) and self.object.__doc__ == type(self.object).__doc__:
+        if (
+            not self.get_module_comment(self.objpath[-1])
+            and self.object.__doc__ == type(self.object).__doc__
+        ):
             return []
         return super().get_doc()
 
     def check_module(self) -> bool:
         try:
-            return self.objpath[-1] in _assigned_at_top_level(self.modname)
+            return self.objpath[-1] in _assigned_at_top_level(
+                self.modname
+            )
         except Exception:
             return super().check_module()
 
 
 def setup(app):
     # Priority below napoleon's default (500): run on the docstring as written.
-    app.connect("autodoc-process-docstring", process_docstring, priority=400)
+    app.connect(
+        "autodoc-process-docstring", process_docstring, priority=400
+    )
     app.add_autodocumenter(ModuleDataDocumenter, override=True)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,14 +14,19 @@ def unique(scripts: list) -> list:
     seen, kept = set(), []
     for script in scripts:
         filename = getattr(script, "filename", str(script)) or None
-        key = (filename, getattr(script, "attributes", {}).get("body", ""))
+        key = (
+            filename,
+            getattr(script, "attributes", {}).get("body", ""),
+        )
         if key not in seen:
             seen.add(key)
             kept.append(script)
     return kept
 
 
-def drop_repeated_scripts(app, pagename, templatename, context, doctree) -> None:
+def drop_repeated_scripts(
+    app, pagename, templatename, context, doctree
+) -> None:
     # In place: later handlers (MathJax on pages with math) add to the same list.
     if "script_files" in context:
         context["script_files"][:] = unique(context["script_files"])

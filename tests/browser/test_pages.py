@@ -15,7 +15,15 @@ page that needs the network fails. Each page fails on
 * an exercise solution that shows before its toggle is clicked, or stays hidden after;
 * a code cell tagged ``hide-input`` whose input shows before it is opened;
 * an interactive widget (it needs a kernel) without a loaded static figure in its own or the next cell;
-* on a notebook page, a missing Colab launch button, or one that opens another notebook.
+* on a notebook page, a missing Colab launch button, or one that opens another notebook;
+* an unrendered role or markup in the text (``{glue``, ``{cite``, ``{numref``, ``**``, a raw ``$...$``);
+* a Python repr where a reader looks, in the prose, a table or a printed output (``True``,
+  ``False``, ``tensor(``, ``array(``, a dict or a bracketed list of numbers);
+* a figure whose 10-pt text renders under 9 px at the size it is shown (figures are saved at
+  ``FIGURE_DPI``, so it must be shown at ``MIN_FIGURE_SCALE`` of its natural width or more);
+* an element that runs past the right edge of the content column;
+* on a chapter, an exercise numbered out of its chapter or a reference to a missing one;
+* on the report, anything before its verdict table but prose (no code, no other table).
 
 A screenshot of each page goes to ``_build/screenshots/``. A separate check,
 without a browser, reads the HTML: no page loads MathJax from a CDN.
@@ -42,6 +50,17 @@ BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 RAW_TEX = re.compile(
     r"\$\$|\\(?:frac|mathbb|mathbf|mathrm|operatorname|begin|end|sqrt|left|right|top|cdot|sum|in|le|ge)(?![a-zA-Z])|\\[(\[]"
 )
+# Markup that only shows when a role or directive did not render.
+UNRENDERED = re.compile(
+    r"\{(?:glue|cite|numref|ref|doc|py|eq|term)[:}]|\*\*\S|\S\*\*|(?<![\w$])\$[^$\s][^$]*\$(?!\w)|```"
+)
+# Python reprs a reader should never see: booleans, tensors, arrays, dicts, lists of numbers.
+PYTHON_REPR = re.compile(
+    r"(?<![\w-])(?:True|False)(?![\w-])|\btensor\(|\barray\(|\bnp\.\w+\(|\{'\w+': |\[-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*\]"
+)
+FIGURE_DPI = 110  # helpers.book.plots.style: savefig.dpi
+MIN_FIGURE_SCALE = 9 / (10 * FIGURE_DPI / 72)  # 10-pt text at FIGURE_DPI, shown at 9 px or more
+EXERCISE = re.compile(r"\bExercise (\d+|\?+)\.?(\d+)?")
 REDIRECT = re.compile(r'<meta http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
 
 
@@ -71,6 +90,20 @@ def test_raw_tex_pattern():
     assert RAW_TEX.search(r"where $$x$$") and RAW_TEX.search(r"a \frac{1}{2}") and RAW_TEX.search(r"\mathbb{R}")
     assert RAW_TEX.search(r"\(x\)") and RAW_TEX.search(r"x \in X")
     assert not RAW_TEX.search("price: $5, a \\infinity, \\index, plain text")
+
+
+def test_reader_patterns():
+    problems = text_problems(
+        "x {glue:text}`a` and **bold and $d_v$ here; ok: True; [63] or {'a': 1}; Exercise 25 and Exercise 4.1",
+        ["tensor([0.1000])", "a plain 0.75 line"],
+        "book/04_effective_attention.html",
+    )
+    joined = "\n".join(problems)
+    assert "unrendered markup" in joined and "'{glue:text}`a`" in joined or "{glue" in joined
+    assert joined.count("Python repr in the prose") == 3 and "Python repr in the output" in joined
+    assert "'Exercise 25'" in joined and "'Exercise 4.1'" not in joined
+    assert not text_problems("A sentence with 0.75, [CLS] and a-True-ish word.", ["0.75  0.80"], "book/intro.html")
+    assert 0.58 < MIN_FIGURE_SCALE < 0.6
 
 
 def test_find_chromium_prefers_the_environment(monkeypatch, tmp_path):
@@ -168,6 +201,79 @@ _WIDGETS_WITHOUT_STATIC_JS = """() => {
 }"""
 
 
+# What a reader reads in outputs: printed text and HTML tables (not the code).
+_OUTPUT_TEXT_JS = """() => [...document.querySelectorAll('.cell_output pre, .cell_output table')]
+  .filter(e => !e.closest('.tag_nbval-ignore-output'))
+  .map(e => e.innerText)"""
+
+_FIGURE_SCALES_JS = """async () => {
+  const imgs = [...document.querySelectorAll('.cell_output img')];
+  await Promise.all(imgs.map(img => { img.loading = 'eager'; return img.decode().catch(() => null); }));
+  return imgs.filter(img => img.naturalWidth > 0 && img.offsetParent !== null)
+    .map(img => ({src: img.getAttribute('src'), shown: img.getBoundingClientRect().width, natural: img.naturalWidth}));
+}"""
+
+# Elements whose right edge passes the content column's (inside a scrolling box is fine).
+_OVERFLOW_JS = """() => {
+  const article = document.querySelector('main article, main .bd-article, main');
+  if (!article) return [];
+  const right = article.getBoundingClientRect().right + 2;
+  const scrolls = e => { for (let p = e.parentElement; p && p !== article; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; }
+    return false; };
+  const bad = [];
+  for (const e of article.querySelectorAll('mjx-container[display="true"]')) {
+    if (e.scrollWidth > e.clientWidth + 1) bad.push(`a display equation ${e.scrollWidth} px wide in ${e.clientWidth} px`);
+  }
+  for (const e of article.querySelectorAll('*')) {
+    const box = e.getBoundingClientRect();
+    if (box.width > 0 && box.right > right && !scrolls(e) && e.offsetParent !== null) {
+      bad.push(`${e.tagName.toLowerCase()}.${(e.className || '').toString().split(' ')[0]} ends at ${Math.round(box.right)} px (column ${Math.round(right)})`);
+      if (bad.length > 4) break;
+    }
+  }
+  return bad;
+}"""
+
+# The report: what comes before the verdict table.
+_BEFORE_VERDICT_JS = """() => {
+  const verdict = document.querySelector('table.verdict');
+  if (!verdict) return ['no verdict table (table.verdict)'];
+  const bad = [];
+  for (const e of document.querySelectorAll('main .cell_input, main table')) {
+    if (e === verdict) break;
+    if (e.offsetParent !== null) bad.push(e.tagName.toLowerCase() + '.' + (e.className || '').toString().split(' ')[0]);
+  }
+  return bad;
+}"""
+
+
+def chapter_number(page_path: str) -> int | None:
+    """The chapter a page is (book/04_effective_attention.html -> 4), None for other pages."""
+    match = re.match(r"book/(\d\d)_", page_path)
+    return int(match.group(1)) if match else None
+
+
+def text_problems(text: str, outputs: list[str], page_path: str) -> list[str]:
+    """Unrendered markup and Python reprs in the prose, reprs in outputs, exercises out of their chapter."""
+    problems = []
+    for match in list(UNRENDERED.finditer(text))[:5]:
+        problems.append(f"unrendered markup: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
+    for where, part in [("prose", text)] + [("output", o) for o in outputs]:
+        for match in list(PYTHON_REPR.finditer(part))[:3]:
+            problems.append(
+                f"Python repr in the {where}: ...{part[max(0, match.start() - 40) : match.end() + 30]!r}..."
+            )
+    chapter = chapter_number(page_path)
+    if chapter is not None:
+        for match in EXERCISE.finditer(text):
+            if not match.group(1).isdigit():
+                problems.append(f"a reference to a missing exercise: {match.group(0)!r}")
+            elif int(match.group(1)) != chapter or match.group(2) is None:
+                problems.append(f"exercise numbered out of chapter {chapter}: {match.group(0)!r}")
+    return problems
+
+
 def _visible(locator) -> bool:
     return locator.count() > 0 and any(locator.nth(i).is_visible() for i in range(locator.count()))
 
@@ -240,6 +346,17 @@ def test_page(browser, server, page_path):
         text = page.evaluate(_VISIBLE_TEXT_JS)
         for match in list(RAW_TEX.finditer(text))[:5]:
             problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
+        problems += text_problems(text, page.evaluate(_OUTPUT_TEXT_JS), page_path)
+        for figure in page.evaluate(_FIGURE_SCALES_JS):
+            scale = figure["shown"] / figure["natural"]
+            if scale < MIN_FIGURE_SCALE:
+                problems.append(
+                    f"figure {figure['src']} is {figure['natural']} px wide, shown at {figure['shown']:.0f} px: "
+                    f"10-pt text renders at {10 * FIGURE_DPI / 72 * scale:.1f} px (< 9)"
+                )
+        problems += [f"overflows the column: {item}" for item in page.evaluate(_OVERFLOW_JS)]
+        if page_path == "book/report.html":
+            problems += [f"before the report's verdict table: {item}" for item in page.evaluate(_BEFORE_VERDICT_JS)]
         widgets = page.evaluate(_WIDGETS_WITHOUT_STATIC_JS)
         problems += [f"interactive widget without a static figure: {cell}" for cell in widgets["bad"]]
         problems += check_hidden_inputs(page)

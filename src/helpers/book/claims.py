@@ -5,8 +5,16 @@ A chapter registers each claim where it computes it::
     claims = helpers.Claims("04_effective_attention", model=architecture.name, data="book corpus")
     claims.check("eff-identity", "A_eff T = A T in every head", holds=bool(err < 1e-5),
                  paper="exact (by the definition)", measured=f"max rel. error {err:.0e}")
+    claims.at_most("null-small", "the null part is small", share, 0.06,
+                   published=0.04, tolerance=0.02, source="Brunner et al. 2020, fig. 3")
     ...
-    claims.enforce()   # last cell: the table, the JSON record, then strict or report
+    claims.enforce()   # last cell: the scoreboard, the JSON record, then strict or report
+
+Each claim carries two verdicts: ``holds`` (the claim is true of this model) and
+``agrees`` (this model's figure is within the stated tolerance of the published
+one: True, False, or None where there is no published figure to compare, e.g. an
+identity or a qualitative statement). ``at_most`` / ``at_least`` state the value
+and its threshold once and write both the verdict and the measured text.
 
 ``enforce`` shows every claim in one table, writes the chapter's record (a
 small JSON file the reproduction report reads), and then, in strict mode (the
@@ -29,6 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .scoreboard import Scoreboard, claims_frame, verdict_of
+
 __all__ = ["Claim", "ClaimFailed", "Claims", "MODES", "claims_mode", "records_dir", "load_records", "report_table"]
 
 MODES = ("strict", "report")
@@ -46,9 +56,17 @@ class Claim:
     id: str
     claim: str
     holds: bool
-    paper: str = ""
-    measured: str = ""
-    note: str = ""
+    paper: str = ""  # the published figure, as text
+    measured: str = ""  # this model's figure, as text
+    note: str = ""  # why this model departs, where it does
+    source: str = ""  # who published ``paper`` ("Brunner et al. 2020, §3.4"); default: the paper
+    agrees: bool | None = None  # this model's figure within ``tolerance`` of the published one; None: not compared
+    tolerance: str = ""  # the tolerance of that comparison, as text
+
+    @property
+    def verdict(self) -> str:
+        """ "reproduced", "in kind" (holds, but the figure is outside the tolerance) or "not reproduced"."""
+        return verdict_of(self.holds, self.agrees)
 
 
 def claims_mode(mode: str | None = None) -> str:
@@ -83,12 +101,25 @@ class Claims:
         self.mode = claims_mode(mode)
         self._claims: dict[str, Claim] = {}
 
-    def check(self, id: str, claim: str, holds, *, paper: str = "", measured: str = "", note: str = "") -> bool:
+    def check(
+        self,
+        id: str,
+        claim: str,
+        holds,
+        *,
+        paper: str = "",
+        measured: str = "",
+        note: str = "",
+        source: str = "",
+        agrees=None,
+        tolerance: str = "",
+    ) -> bool:
         """Register one claim and return whether it holds.
 
         ``holds`` must be a boolean (Python, numpy or a one-element torch
         tensor), computed from this model's numbers: a claim that holds by
-        construction is not a claim.
+        construction is not a claim. ``agrees`` (a boolean or None) says whether
+        this model's figure is within ``tolerance`` of the published ``paper``.
         """
         if not isinstance(id, str) or not _ID.match(id):
             raise ValueError(f"claim id must be lower-case letters, digits, '-', '_' or '.', got {id!r}")
@@ -96,8 +127,66 @@ class Claims:
             raise ValueError(f"claim {id!r} is already registered in chapter {self.chapter!r}")
         if not isinstance(claim, str) or not claim.strip():
             raise ValueError(f"claim {id!r} needs a sentence saying what it claims")
-        self._claims[id] = Claim(id, claim, _as_bool(holds, id), str(paper), str(measured), str(note))
+        agrees = None if agrees is None else _as_bool(agrees, id)
+        self._claims[id] = Claim(
+            id, claim, _as_bool(holds, id), str(paper), str(measured), str(note), str(source), agrees, str(tolerance)
+        )
         return self._claims[id].holds
+
+    def at_most(self, id: str, claim: str, value, bound, **options) -> bool:
+        """``claim`` holds when ``value <= bound``; see :meth:`compare` for the options."""
+        return self.compare(id, claim, value, bound, "at most", **options)
+
+    def at_least(self, id: str, claim: str, value, bound, **options) -> bool:
+        """``claim`` holds when ``value >= bound``; see :meth:`compare` for the options."""
+        return self.compare(id, claim, value, bound, "at least", **options)
+
+    def compare(
+        self,
+        id: str,
+        claim: str,
+        value,
+        bound,
+        side: str,
+        *,
+        fmt: str = ".2f",
+        published=None,
+        tolerance=None,
+        paper: str = "",
+        source: str = "",
+        note: str = "",
+    ) -> bool:
+        """One numeric claim, stated once: the verdict and the measured text come from ``value`` and ``bound``.
+
+        ``side`` is "at most" or "at least". With ``published`` (the published figure) and
+        ``tolerance``, ``agrees`` is ``|value - published| <= tolerance``; ``paper`` defaults to
+        the published figure formatted with ``fmt``.
+        """
+        if side not in ("at most", "at least"):
+            raise ValueError(f"side must be 'at most' or 'at least', got {side!r}")
+        value, bound = _as_number(value, id, "value"), _as_number(bound, id, "bound")
+        holds = value <= bound if side == "at most" else value >= bound
+        agrees, tolerance_text = None, ""
+        if (published is None) != (tolerance is None):
+            raise ValueError(f"claim {id!r}: give both published and tolerance, or neither")
+        if published is not None:
+            published, tolerance = _as_number(published, id, "published"), _as_number(tolerance, id, "tolerance")
+            if tolerance < 0:
+                raise ValueError(f"claim {id!r}: tolerance must be >= 0, got {tolerance}")
+            agrees = abs(value - published) <= tolerance
+            tolerance_text = f"±{format(tolerance, fmt)}"
+            paper = paper or format(published, fmt)
+        return self.check(
+            id,
+            claim,
+            holds,
+            paper=paper,
+            measured=f"{format(value, fmt)} ({side} {format(bound, fmt)})",
+            note=note,
+            source=source,
+            agrees=agrees,
+            tolerance=tolerance_text,
+        )
 
     @property
     def claims(self) -> list[Claim]:
@@ -108,20 +197,8 @@ class Claims:
         return [c for c in self._claims.values() if not c.holds]
 
     def table(self) -> pd.DataFrame:
-        """One row per claim: id, claim, paper (BERT-Base), this model, holds."""
-        rows = [
-            {
-                "id": c.id,
-                "claim": c.claim,
-                "paper (BERT-Base)": c.paper,
-                "this model": c.measured,
-                "holds": "yes" if c.holds else "NO",
-                "note": c.note,
-            }
-            for c in self._claims.values()
-        ]
-        columns = ["id", "claim", "paper (BERT-Base)", "this model", "holds", "note"]
-        return pd.DataFrame(rows, columns=columns).set_index("id")
+        """One row per claim (``SCOREBOARD_COLUMNS``), indexed by id."""
+        return claims_frame([asdict(c) for c in self._claims.values()]).set_index("id")
 
     def record(self) -> dict:
         return {
@@ -140,8 +217,8 @@ class Claims:
         path.write_text(json.dumps(self.record(), indent=1) + "\n")
         return path
 
-    def enforce(self, folder: str | Path | None = None) -> pd.DataFrame:
-        """Save the record, then fail in strict mode if a claim does not hold; return the table."""
+    def enforce(self, folder: str | Path | None = None) -> Scoreboard:
+        """Save the record, then fail in strict mode if a claim does not hold; return the scoreboard."""
         if not self._claims:
             raise ValueError(f"chapter {self.chapter!r} registered no claims")
         self.save(folder)
@@ -151,7 +228,7 @@ class Claims:
                 f"{len(self.failed)} of {len(self._claims)} claims of {self.chapter} do not hold:\n{lines}\n"
                 "Set BOOK_CLAIMS=report to see the whole scoreboard and keep going."
             )
-        return self.table()
+        return Scoreboard(self.table().reset_index())
 
 
 def _as_bool(value, id: str) -> bool:
@@ -166,6 +243,19 @@ def _as_bool(value, id: str) -> bool:
     return value
 
 
+def _as_number(value, id: str, what: str) -> float:
+    if hasattr(value, "numel") and hasattr(value, "item"):
+        if value.numel() != 1:
+            raise TypeError(f"claim {id!r}: {what} must be one number, got a tensor of {value.numel()} elements")
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise TypeError(f"claim {id!r}: {what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if value != value:
+        raise ValueError(f"claim {id!r}: {what} is NaN")
+    return value
+
+
 def load_records(folder: str | Path | None = None) -> list[dict]:
     """Every chapter record in ``folder`` (default :func:`records_dir`), sorted by chapter."""
     folder = Path(folder) if folder is not None else records_dir()
@@ -175,19 +265,8 @@ def load_records(folder: str | Path | None = None) -> list[dict]:
 
 
 def report_table(records: list[dict]) -> pd.DataFrame:
-    """All claims of all chapters: chapter, id, claim, paper, this model, holds."""
-    rows = [
-        {
-            "chapter": r["chapter"],
-            "id": c["id"],
-            "claim": c["claim"],
-            "paper (BERT-Base)": c["paper"],
-            "this model": c["measured"],
-            "holds": "yes" if c["holds"] else "NO",
-            "note": c["note"],
-        }
-        for r in records
-        for c in r["claims"]
-    ]
-    columns = ["chapter", "id", "claim", "paper (BERT-Base)", "this model", "holds", "note"]
-    return pd.DataFrame(rows, columns=columns)
+    """All claims of all chapters: ``chapter`` and the ``SCOREBOARD_COLUMNS``."""
+    rows = [{"chapter": r["chapter"], **c} for r in records for c in r["claims"]]
+    frame = claims_frame(rows)
+    frame.insert(0, "chapter", [r["chapter"] for r in rows])
+    return frame

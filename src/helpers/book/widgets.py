@@ -146,6 +146,27 @@ class NullSpaceExplorer:
             self.A, self.alternative(t.tolist()), self.output_change(t.tolist()), self.tokens, steps=t.tolist()
         )
 
+    def grid_figure(self, positions: int = 3) -> plt.Figure:
+        """The explorer for a page without a kernel: Ã at ``positions`` settings of the first two sliders.
+
+        Rows step the second slider and columns the first, from 0 to its right end
+        (one row when there is a single slider); every panel is valid with the same output.
+        """
+        if isinstance(positions, bool) or not isinstance(positions, int) or not 2 <= positions <= 5:
+            raise ValueError(f"positions must be an integer from 2 to 5, got {positions!r}.")
+        from .plots.nullspace import plot_null_grid
+
+        fractions = [k / (positions - 1) for k in range(positions)]
+        first = [f * self.sliders[0].max for f in fractions]
+        second = [f * self.sliders[1].max for f in fractions] if len(self.sliders) > 1 else [0.0]
+        rest = [0.0] * max(0, len(self.sliders) - 2)
+        grid, labels = [], []
+        for t2 in second:
+            steps = [[t1, t2, *rest][: len(self.sliders)] for t1 in first]
+            grid.append([self.alternative(s) for s in steps])
+            labels.append([", ".join(f"$t_{k + 1}$={t:.2g}" for k, t in enumerate(s[:2])) for s in steps])
+        return plot_null_grid(self.A, grid, labels)
+
     def update(self) -> None:
         """Redraw the picture and caption for the sliders' values (called on every slider change)."""
         alternative = self.alternative()

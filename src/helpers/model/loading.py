@@ -28,7 +28,7 @@ CAUSAL_MODEL_TYPES = ("gpt2", "llama", "qwen2")  # decoders: loaded with their l
 
 @dataclass(frozen=True)
 class Architecture:
-    """The numbers of a BERT-family encoder that the chapters talk about."""
+    """The numbers of a loaded model that the chapters talk about (an encoder or a decoder)."""
 
     name: str
     num_layers: int
@@ -95,7 +95,9 @@ def load_model(
     Raises:
         ModelLoadError: the weights cannot be found or fetched (offline, say), or a
             folder lacks config.json or tokenizer files.
-        UnsupportedModelError: the model is not BERT-family.
+        UnsupportedModelError: a BERT checkpoint that is not a bare encoder with eager
+            attention (``checks.check_supported``). Other families load as they are; each
+            method says, when called, whether it applies to them.
     """
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -209,7 +211,7 @@ def _in_hub_cache(name: str) -> bool:
 
 
 def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
-    """The architecture numbers of a loaded BERT-family model."""
+    """The architecture numbers of a loaded model (``Architecture``): an encoder or a decoder."""
     cfg = model.config
     kv_heads = getattr(cfg, "num_key_value_heads", None)
     return Architecture(

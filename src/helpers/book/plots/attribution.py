@@ -24,19 +24,29 @@ def plot_contribution_maps(
     attribution, tokens: Sequence[str], layer_numbers: Sequence[int] = (1, 3, 6), axes=None
 ) -> np.ndarray:
     """Heatmaps of c^l (hidden token i in rows, input token j in columns) for a few layer_numbers,
-    on one colour scale."""
+    on one colour scale, one above the other (each about 5 inches square at the column's width)."""
     layer_numbers = list(layer_numbers)
     if axes is None:
-        size = min(5.0, 1.5 + 0.25 * len(tokens))
-        _, axes = plt.subplots(1, len(layer_numbers), figsize=(size * len(layer_numbers) + 1.2, size + 0.4))
+        size = min(5.2, 2.2 + 0.12 * len(tokens))
+        _, axes = plt.subplots(
+            len(layer_numbers), 1, figsize=(size + 2.4, (size + 0.9) * len(layer_numbers) + 0.6), layout="constrained"
+        )
     axes = np.atleast_1d(axes)
     vmax = float(max(attribution.at(layer).max() for layer in layer_numbers))
-    for k, (ax, layer) in enumerate(zip(axes, layer_numbers, strict=True)):
-        token_heatmap(attribution.at(layer), tokens, ax=ax, vmin=0.0, vmax=vmax, cbar=False, title=f"layer {layer}")
-        ax.set_xlabel("input token j")
-        ax.set_ylabel("hidden token i" if k == 0 else "")
+    for ax, layer in zip(axes, layer_numbers, strict=True):
+        token_heatmap(
+            attribution.at(layer),
+            tokens,
+            ax=ax,
+            vmin=0.0,
+            vmax=vmax,
+            cbar=False,
+            title=f"layer {layer}",
+            xlabel="input token j",
+            ylabel="hidden token i",
+        )
     figure = axes[0].figure
-    figure.colorbar(axes[0].collections[0], ax=list(axes), shrink=0.8, pad=0.02, label="$c^l_{ij}$")
+    figure.colorbar(axes[0].collections[0], ax=list(axes), shrink=0.6, pad=0.02, label="$c^l_{ij}$")
     method = "exact" if attribution.samples is None else f"estimate, {attribution.samples} samples per token"
     figure.suptitle(f"Contribution of input token j to hidden token i ({method})")
     return axes
@@ -45,7 +55,7 @@ def plot_contribution_maps(
 def plot_estimate_vs_exact(estimate, exact, ax=None) -> plt.Axes:
     """Every c^l_ij of an estimate against the exact value, log-log, with the diagonal."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(4.6, 4.4))
+        _, ax = plt.subplots(figsize=(5.6, 5.2), layout="constrained")
     x = exact.contributions.flatten().numpy()
     y = estimate.contributions.flatten().numpy()
     ax.scatter(x, y, s=4, alpha=0.35, color=RAW, linewidths=0)
@@ -65,7 +75,7 @@ def plot_estimate_vs_exact(estimate, exact, ax=None) -> plt.Axes:
 def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax=None) -> plt.Axes:
     """Box plots of c^l_ii per layer (from ``self_contribution_table``), paper medians as markers."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.0, 4.0))
+        _, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
     layers = sorted(table["layer"].unique())
     data = [table.loc[table["layer"] == layer, "self_contribution"].to_numpy() for layer in layers]
     ax.boxplot(
@@ -89,7 +99,7 @@ def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax
                 xytext=(-4, -13),
                 textcoords="offset points",
                 ha="right" if x > 1 else "left",
-                fontsize=8,
+                fontsize=10,
                 color=PAPER,
             )
     ax.set_xticks(layers)
@@ -105,7 +115,7 @@ def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax
 def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax=None) -> plt.Axes:
     """Share of hidden tokens whose own input is not the largest contributor, per layer."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.0, 3.6))
+        _, ax = plt.subplots(figsize=(7.5, 4.0), layout="constrained")
     share = share_own_input_not_largest(table)
     ax.bar(share.index, share.to_numpy(), width=0.6, color=RAW, alpha=0.8, label="this book's model")
     if paper is not None:
@@ -124,10 +134,10 @@ def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax
 
 def plot_distance_groups(distance, axes=None) -> np.ndarray:
     """Context by relative distance (from ``distance_table``): the mean contribution of one
-    input token in each distance group, left (solid) and right (dashed), and the summed
-    share of each group, both sides together, stacked per layer."""
+    input token in each distance group, left (solid) and right (dashed) (top), and the summed
+    share of each group, both sides together, stacked per layer (below)."""
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11.0, 4.0))
+        _, axes = plt.subplots(2, 1, figsize=(8.0, 8.4), layout="constrained")
     bins = [g.split(" ", 1)[1] for g in dict.fromkeys(distance["group"]) if g.startswith("left")]
     palette = dict(zip(bins, [RAW, EFFECTIVE, PAPER], strict=False))
     layers = sorted(distance["layer"].unique())
@@ -142,7 +152,7 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
     axes[0].set_xlabel("layer")
     axes[0].set_ylabel("mean $c^l_{ij}$ of one input token")
     axes[0].set_title("Per input token, by distance |i - j|")
-    axes[0].legend(ncol=2, fontsize=8, loc="lower right")
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     bottom = np.zeros(len(layers))
     own = distance[distance["group"] == "self"].set_index("layer")["contribution"].reindex(layers).to_numpy()
     axes[1].bar(layers, own, width=0.6, color=NULL, label="own input")
@@ -157,30 +167,29 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
     axes[1].set_xlabel("layer")
     axes[1].set_ylabel("summed share of the hidden token")
     axes[1].set_title("Whole groups, both sides")
-    axes[1].legend(fontsize=8, loc="upper right", framealpha=0.9)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return axes
 
 
 def plot_cls(segments, around, axes=None) -> np.ndarray:
     """[CLS] on sentence pairs (from ``cls_table``): contribution of the tokens around the
-    first [SEP] per layer (heatmap), and the mean contribution per token of each part."""
+    first [SEP] per layer (heatmap, top), and the mean contribution per token of each part (below)."""
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(12.0, 4.0), gridspec_kw={"width_ratios": [1.1, 1], "wspace": 0.45})
+        _, axes = plt.subplots(2, 1, figsize=(8.0, 8.8), layout="constrained")
     grid = around.pivot(index="layer", columns="offset", values="contribution")
     labels = [("[SEP]" if o == 0 else f"{o:+d}") for o in grid.columns]
     token_heatmap(
         torch.tensor(grid.to_numpy()),
-        [f"layer {layer}" for layer in grid.index],
+        [str(layer) for layer in grid.index],
         labels,
         ax=axes[0],
         vmin=0.0,
         title="[CLS]: contribution of tokens around the first [SEP]",
+        xlabel="offset from the first [SEP]",
+        ylabel="layer",
+        cbar_label="mean $c^l_{[CLS],j}$",
     )
     axes[0].set_xticklabels(labels, rotation=0)
-    axes[0].tick_params(axis="both", labelsize=9)
-    axes[0].collections[0].colorbar.set_label("mean $c^l_{[CLS],j}$")
-    axes[0].set_xlabel("offset from the first [SEP]")
-    axes[0].set_ylabel("")
     parts = list(dict.fromkeys(segments["segment"]))
     palette = dict(zip(parts, [NULL, RAW, PAPER, EFFECTIVE, "#55A868"], strict=False))
     for part in parts:
@@ -194,5 +203,5 @@ def plot_cls(segments, around, axes=None) -> np.ndarray:
     axes[1].set_xlabel("layer")
     axes[1].set_ylabel("mean contribution per input token")
     axes[1].set_title("[CLS]: what each part of the pair gives, per token")
-    axes[1].legend(loc="upper right", fontsize=8)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return axes

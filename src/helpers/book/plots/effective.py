@@ -19,13 +19,16 @@ def plot_attention_split(
     tokens: list[str] | None = None,
     title: str | None = None,
     max_labels: int = 30,
+    panel_size: float = 5.6,
 ) -> plt.Figure:
-    """Raw, effective and null attention of one head side by side.
+    """Raw, effective and null attention of one head, one above the other.
 
     A, A_eff, A_null: (n, n) each. Raw attention uses a sequential map from 0;
     effective and null parts share one diverging map centred at 0 (its range
     is the 99.5th percentile of their absolute values, so a few extreme
     entries do not wash the rest out; larger entries show in the end colours).
+    The maps are stacked so each is ``panel_size`` inches square at the book's
+    column width; every k-th token is labelled (at most ``max_labels``).
     """
     raw, effective, null = (as_numpy(M) for M in (A, A_eff, A_null))
     if not raw.shape == effective.shape == null.shape:
@@ -34,7 +37,7 @@ def plot_attention_split(
     limit = limit if limit > 0 else 1.0
     raw_limit = float(np.quantile(raw, 0.995))
     raw_limit = raw_limit if raw_limit > 0 else 1.0
-    fig, axes = plt.subplots(1, 3, figsize=(16.5, 5.8), layout="constrained")
+    fig, axes = plt.subplots(3, 1, figsize=(panel_size + 2.2, 3 * (panel_size + 0.9) + 0.5), layout="constrained")
     token_heatmap(raw, tokens, ax=axes[0], title="raw attention $A$", vmin=0.0, vmax=raw_limit, max_labels=max_labels)
     token_heatmap(
         effective,
@@ -56,9 +59,6 @@ def plot_attention_split(
         vmax=limit,
         max_labels=max_labels,
     )
-    for ax in axes:
-        ax.set_xlabel("key token")
-    axes[0].set_ylabel("query token")
     if title:
         fig.suptitle(title)
     return fig
@@ -91,7 +91,7 @@ def plot_correlation_vs_length(
         low=("correlation", lambda c: c.quantile(0.1)),
         high=("correlation", lambda c: c.quantile(0.9)),
     )
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.4), sharey=True, layout="constrained")
+    fig, (left, right) = plt.subplots(2, 1, figsize=(8.0, 8.4), sharex=True, sharey=True, layout="constrained")
     left.scatter(
         per_layer["n"],
         per_layer["correlation"],
@@ -115,11 +115,11 @@ def plot_correlation_vs_length(
     right.set_title("median over heads, per layer")
     for ax in (left, right):
         ax.axvline(d_v, color="black", ls="--", lw=1)
-        ax.text(d_v, 0.03, f" $n = d_v = {d_v}$", transform=ax.get_xaxis_transform(), fontsize=8)
-        ax.set_xlabel("sequence length $n$ (tokens)")
-    left.set_ylabel("Pearson correlation, raw vs effective")
-    left.legend(loc="upper right", fontsize=8)
-    right.legend(loc="upper right", fontsize=8, ncol=2)
+        ax.text(d_v, 0.03, f" $n = d_v = {d_v}$", transform=ax.get_xaxis_transform(), fontsize=10)
+        ax.set_ylabel("Pearson correlation,\nraw vs effective")
+    right.set_xlabel("sequence length $n$ (tokens)")
+    left.legend(loc="upper right")
+    right.legend(loc="upper right", ncol=2 if len(layers) <= 12 else 3)
     title = "Raw and effective attention coincide up to $d_v$ tokens, then diverge"
     fig.suptitle(title + (f" ({source})" if source else ""))
     return fig
@@ -135,10 +135,19 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     if not needed <= set(summary.columns):
         raise ValueError(f"summary needs columns {sorted(needed)} (summarise_token_classes).")
     classes = list(dict.fromkeys(summary["token_class"]))
+    columns = min(3, len(classes))
+    rows_of_panels = -(-len(classes) // columns)
     fig, axes = plt.subplots(
-        1, len(classes), figsize=(4.2 * len(classes), 3.8), sharey=True, layout="constrained", squeeze=False
+        rows_of_panels,
+        columns,
+        figsize=(3.3 * columns + 0.6, 3.2 * rows_of_panels + 1.0),
+        sharey=True,
+        layout="constrained",
+        squeeze=False,
     )
-    for ax, name in zip(axes[0], classes, strict=True):
+    for ax in axes.ravel()[len(classes) :]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.ravel(), classes, strict=False):
         rows = summary[summary["token_class"] == name].sort_values("layer")
         ax.plot(rows["layer"], rows["raw"], color=RAW, marker="o", label="raw attention")
         ax.plot(rows["layer"], rows["effective"], color=EFFECTIVE, marker="s", label="effective attention")
@@ -149,8 +158,10 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
         ax.set_title(f"attention to {name}")
         ax.set_xlabel("layer")
         ax.set_xticks(list(rows["layer"]))
-    axes[0][0].set_ylabel("attention per query\n(mean over heads, queries, examples)")
-    axes[0][0].legend(loc="upper left", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("attention per query\n(mean over heads,\nqueries, examples)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3)
     title = "Where raw and effective attention go"
     fig.suptitle(title + (f" ({source})" if source else ""))
     return fig

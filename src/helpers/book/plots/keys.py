@@ -21,7 +21,7 @@ def plot_centred_log_spectra(spectra: Mapping[str, torch.Tensor], d_v: int, ax: 
         raise ValueError("spectra is empty: give at least one label -> singular values.")
     d_v = check_count(d_v, "d_v")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.2))
+        _, ax = plt.subplots(figsize=(8.0, 4.4), layout="constrained")
     for label, values in spectra.items():
         s = torch.as_tensor(values, dtype=torch.float64).flatten()
         if s.numel() == 0 or not torch.isfinite(s).all():

@@ -14,7 +14,16 @@ import pandas as pd
 import torch
 from matplotlib.colors import PowerNorm
 
-from .heatmaps import as_numpy, token_heatmap
+from .heatmaps import (
+    LABEL_POINTS,
+    as_numpy,
+    axes_inches,
+    label_step,
+    readable_token,
+    restack,
+    token_heatmap,
+    token_ticks,
+)
 from .style import EFFECTIVE, NULL, PAPER, RAW
 
 
@@ -39,7 +48,7 @@ def plot_rank_sweep(
     overlay_column: str = "rank_T",
     bound_label: str = "d_v",
 ) -> np.ndarray:
-    """rank against n (left) and null-space dimension n - rank against n (right).
+    """rank against n (top) and null-space dimension n - rank against n (below).
 
     frame: ``helpers.rank_sweep`` output (one row per text, length, layer,
     head). Each length shows the range over all heads and texts (a band,
@@ -51,7 +60,7 @@ def plot_rank_sweep(
     if overlay is not None:
         _check_columns(overlay, ["n", overlay_column])
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 4))
+        _, axes = plt.subplots(2, 1, figsize=(8.0, 8.0))
     stats = (
         frame.assign(null=frame["n"] - frame[rank_column])
         .groupby("n")
@@ -115,7 +124,7 @@ def plot_rank_sweep(
     for ax in axes:
         ax.axvline(d_v, color="0.6", lw=0.8, ls=":")
     if source:
-        left.figure.suptitle(source, fontsize=10)
+        left.figure.suptitle(source, fontsize=11)
     left.figure.tight_layout()
     return np.asarray(axes)
 
@@ -134,7 +143,7 @@ def plot_null_space_angles(frame: pd.DataFrame, ax: plt.Axes | None = None, floo
     }
     _check_columns(frame, list(pairs))
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.6))
+        _, ax = plt.subplots(figsize=(9.0, 3.8), layout="constrained")
     colours = [RAW, EFFECTIVE, PAPER, NULL]
     rng = np.random.default_rng(0)
     for k, column in enumerate(pairs):
@@ -145,7 +154,7 @@ def plot_null_space_angles(frame: pd.DataFrame, ax: plt.Axes | None = None, floo
     ax.set(
         xscale="log",
         xlabel="largest principal angle between the null spaces (degrees)",
-        title=f"Null spaces of every head ({len(frame)} heads, one input of {int(frame['n'].iloc[0])} tokens)",
+        title=f"Null spaces of every head\n({len(frame)} heads, one input of {int(frame['n'].iloc[0])} tokens)",
     )
     return ax
 
@@ -157,16 +166,18 @@ def plot_attention_comparison(
     axes: Sequence[plt.Axes] | None = None,
     max_labels: int = 30,
 ) -> np.ndarray:
-    """Heatmaps side by side: title -> (n, n) matrix. Titles in ``signed`` use a diverging map at 0.
+    """Heatmaps one above the other: title -> (n, n) matrix. Titles in ``signed`` use a diverging map at 0.
 
-    Unsigned maps share one colour scale so they can be compared by eye.
+    Unsigned maps share one colour scale so they can be compared by eye. Given ``axes`` in a
+    row of a figure wider than the book's column (10 inches), they are restacked in a column.
     """
     if not maps:
         raise ValueError("maps is empty: give at least one title -> matrix.")
     arrays = {title: as_numpy(m) for title, m in maps.items()}
     if axes is None:
-        _, axes = plt.subplots(1, len(arrays), figsize=(5.2 * len(arrays), 5))
+        _, axes = plt.subplots(len(arrays), 1, figsize=(7.6, 6.4 * len(arrays)), layout="constrained")
     axes = np.atleast_1d(axes)
+    restack(axes.ravel(), width=7.6, panel_height=6.4)
     unsigned = [a for t, a in arrays.items() if t not in signed]
     low = min(0.0, min(float(a.min()) for a in unsigned)) if unsigned else 0.0
     high = max(float(a.max()) for a in unsigned) if unsigned else 1.0
@@ -180,7 +191,7 @@ def plot_attention_comparison(
             token_heatmap(values, tokens, ax=ax, title=title, center=0.0, vmin=-high, vmax=high, max_labels=max_labels)
         else:
             token_heatmap(values, tokens, ax=ax, title=title, vmin=0.0, vmax=high, max_labels=max_labels)
-        ax.set_xlabel("key (attended-to token)")
+        ax.set_xlabel("key token (attended to)")
         ax.set_ylabel("query token")
     return axes
 
@@ -195,7 +206,7 @@ def plot_hidden_change(
     if not changes:
         raise ValueError("changes is empty.")
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.8))
+        _, ax = plt.subplots(figsize=(7.5, 4.4), layout="constrained")
     colours = [RAW, PAPER, EFFECTIVE, NULL]
     for k, (label, values) in enumerate(changes.items()):
         values = np.maximum(as_numpy(torch.as_tensor(values)[None]).ravel(), floor)
@@ -205,7 +216,7 @@ def plot_hidden_change(
         ax.annotate(
             "output of the patched layer",
             (patched_layer, ax.get_ylim()[1]),
-            fontsize=8,
+            fontsize=10,
             color="0.4",
             ha="left",
             va="top",
@@ -238,7 +249,7 @@ def plot_family_rows(
     if not 0 <= row < n:
         raise ValueError(f"row must be in [0, {n}); got {row}.")
     if ax is None:
-        _, ax = plt.subplots(figsize=(10, 3.8))
+        _, ax = plt.subplots(figsize=(9.0, 4.6), layout="constrained")
     colours = plt.get_cmap("plasma")(np.linspace(0.0, 0.85, m))
     for k in range(m):
         label = labels[k] if labels is not None else f"member {k}"
@@ -251,17 +262,16 @@ def plot_family_rows(
             zorder=3 if k == 0 else 2,
         )
     if tokens is not None:
-        step = max(1, int(np.ceil(n / max_labels)))
-        ax.set_xticks(np.arange(0, n, step), [tokens[i] for i in range(0, n, step)], rotation=90, fontsize=7)
+        token_ticks(ax, "x", tokens, max_labels, shrink=0.85)
     ax.set(
-        xlabel="key (attended-to token)",
+        xlabel="key token (attended to)",
         ylabel="attention weight",
         ylim=(0, None),
         title=f"Query token {row}"
-        + (f" ({tokens[row]!r})" if tokens is not None else "")
-        + ": valid distributions with one and the same head output",
+        + (f" ({readable_token(tokens[row])!r})" if tokens is not None else "")
+        + ": valid distributions\nwith one and the same head output",
     )
-    ax.legend(fontsize=8, ncol=min(m, 5), loc="upper right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
@@ -274,7 +284,7 @@ def plot_lp_ranges(
     axes: Sequence[plt.Axes] | None = None,
     max_labels: int = 30,
 ) -> np.ndarray:
-    """Left: heatmap of range widths upper - lower (n, n). Right: one query row's [min, max] per key with A."""
+    """Top: heatmap of range widths upper - lower (n, n). Below: one query row's [min, max] per key with A."""
     lo, hi, a = as_numpy(lower), as_numpy(upper), as_numpy(A)
     if not lo.shape == hi.shape == a.shape:
         raise ValueError(f"lower, upper and A must have one shape; got {lo.shape}, {hi.shape}, {a.shape}.")
@@ -282,13 +292,15 @@ def plot_lp_ranges(
     if not 0 <= row < n:
         raise ValueError(f"row must be in [0, {n}); got {row}.")
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [1, 1.4]})
+        _, axes = plt.subplots(
+            2, 1, figsize=(8.0, 11.5), gridspec_kw={"height_ratios": [1.55, 1]}, layout="constrained"
+        )
     left, right = axes
     _image(
         left,
         hi - lo,
         tokens,
-        r"range width $\max a_{ij} - \min a_{ij}$ (square-root colour scale)",
+        "range width $\\max a_{ij} - \\min a_{ij}$\n(square-root colour scale)",
         False,
         float((hi - lo).max()) or 1.0,
         max_labels,
@@ -299,13 +311,14 @@ def plot_lp_ranges(
     right.vlines(keys, lo[row], hi[row], color=NULL, lw=2.5, alpha=0.7, label="attainable range [min, max]")
     right.plot(keys, a[row], "o", color=RAW, ms=3.5, label="the model's attention")
     if tokens is not None:
-        step = max(1, int(np.ceil(n / max_labels)))
-        right.set_xticks(keys[::step], [tokens[i] for i in keys[::step]], rotation=90, fontsize=7)
+        token_ticks(right, "x", tokens, max_labels, shrink=0.85)
     right.set(
-        xlabel="key (attended-to token)",
+        xlabel="key token (attended to)",
         ylabel="attention weight",
         ylim=(0, min(1.0, hi[row].max() * 1.1)),
-        title=f"Query {row}" + (f" ({tokens[row]!r})" if tokens is not None else "") + ": every weight's range",
+        title=f"Query {row}"
+        + (f" ({readable_token(tokens[row])!r})" if tokens is not None else "")
+        + ": every weight's range",
     )
     right.legend(loc="upper right")
     return np.asarray(axes)
@@ -331,11 +344,13 @@ def _image(
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.03)
     n = values.shape[0]
     if tokens is not None:
-        ticks = np.arange(0, n, max(1, int(np.ceil(n / max_labels))))
-        ax.set_xticks(ticks, [tokens[i] for i in ticks], rotation=90, fontsize=7)
-        ax.set_yticks(ticks, [tokens[i] for i in ticks], fontsize=7)
+        step = label_step(n, 0.7 * min(axes_inches(ax)), max_labels)
+        ticks = np.arange(0, n, step)
+        shown = [readable_token(tokens[i]) for i in ticks]
+        ax.set_xticks(ticks, shown, rotation=90, fontsize=LABEL_POINTS)
+        ax.set_yticks(ticks, shown, fontsize=LABEL_POINTS)
     ax.grid(False)
-    ax.set(title=title, xlabel="key (attended-to token)", ylabel="query token")
+    ax.set(title=title, xlabel="key token", ylabel="query token")
 
 
 def plot_null_step(
@@ -344,26 +359,70 @@ def plot_null_step(
     output_change: float,
     tokens: Sequence[str] | None = None,
     steps: Sequence[float] = (),
-    figsize=(15, 5.2),
+    figsize=(9.0, 8.6),
     max_labels: int = 25,
 ) -> plt.Figure:
-    """The explorer's picture: A, the alternative A + Ã, and Ã, with the relative output change in the title."""
+    """The explorer's picture: A, the alternative A + Ã and Ã in a 2 x 2 grid, the steps in the
+    title and the relative output change written in the fourth cell."""
     a, alt = as_numpy(A), as_numpy(alternative)
     if a.shape != alt.shape or a.shape[0] != a.shape[1]:
         raise ValueError(f"A and alternative must both be (n, n); got {a.shape} and {alt.shape}.")
-    fig, axes = plt.subplots(1, 3, figsize=figsize)
+    fig, grid = plt.subplots(2, 2, figsize=figsize, layout="constrained")
+    axes = grid.ravel()
     top = float(max(a.max(), alt.max()))
     _image(axes[0], a, tokens, "the model's attention $A$", False, top, max_labels)
     _image(axes[1], alt, tokens, r"alternative $A + \tilde A$", False, top, max_labels)
     _image(
         axes[2], alt - a, tokens, r"the difference $\tilde A$", True, float(np.abs(alt - a).max()) or 1.0, max_labels
     )
-    where = ", ".join(f"$t_{k + 1}$ = {t:.3g}" for k, t in enumerate(steps))
     change = "< 1e-6" if output_change < 1e-6 else f"= {output_change:.2g}"
-    fig.suptitle(
-        f"{where}{': ' if where else ''}max |ΔA| = {np.abs(alt - a).max():.2f}, min weight = {alt.min():.2f}, "
-        f"relative change of the head output A T {change}",
-        fontsize=10,
+    where = ", ".join(f"$t_{k + 1}$ = {t:.3g}" for k, t in enumerate(steps))
+    lines = [
+        rf"max $|\tilde A_{{ij}}|$ = {np.abs(alt - a).max():.2f}",
+        f"min weight = {alt.min():.2f}",
+        "relative change of",
+        f"the head output A T {change}",
+    ]
+    axes[3].axis("off")
+    axes[3].text(0.05, 0.9, "\n".join(lines), va="top", ha="left", fontsize=12, transform=axes[3].transAxes)
+    fig.suptitle(f"steps {where}" if where else "the model's attention and a valid alternative")
+    return fig
+
+
+def plot_null_grid(
+    A: torch.Tensor,
+    alternatives: Sequence[Sequence[torch.Tensor]],
+    labels: Sequence[Sequence[str]],
+    panel_size: float = 2.6,
+    width: float = 9.5,
+) -> plt.Figure:
+    """The explorer without a kernel: the difference Ã = A' - A at a grid of slider positions.
+
+    alternatives: rows x columns of (n, n) valid alternatives A' (the explorer's
+    ``alternative(steps)``); labels: the same grid of panel titles. One symmetric
+    colour scale for every panel, so the panels compare. Panels are ``panel_size`` inches,
+    smaller where the columns would not fit in ``width`` inches (the book's column).
+    """
+    a = as_numpy(A)
+    grid = [[as_numpy(alt) - a for alt in row] for row in alternatives]
+    rows, cols = len(grid), len(grid[0])
+    if any(len(row) != cols for row in grid) or [len(r) for r in labels] != [cols] * rows:
+        raise ValueError("alternatives and labels must be grids of the same shape.")
+    top = max(float(np.abs(d).max()) for row in grid for d in row) or 1.0
+    panel_size = min(panel_size, (width - 1.0) / cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(panel_size * cols + 1.0, panel_size * rows + 0.6), squeeze=False, layout="constrained"
     )
-    fig.tight_layout()
+    for r in range(rows):
+        for c in range(cols):
+            ax = axes[r][c]
+            image = ax.imshow(grid[r][c], cmap="RdBu_r", vmin=-top, vmax=top)
+            ax.set_title(labels[r][c], fontsize=10)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == rows - 1:
+                ax.set_xlabel("key")
+            if c == 0:
+                ax.set_ylabel("query")
+    fig.colorbar(image, ax=axes, shrink=0.8, label=r"$\tilde A_{ij}$")
     return fig

@@ -27,9 +27,9 @@ def _check_table(table: pd.DataFrame, columns: Sequence[str], what: str) -> None
         raise ValueError(f"{what}: the table is empty.")
 
 
-def _new_axes(ax: plt.Axes | None, size=(7.0, 4.0)) -> plt.Axes:
+def _new_axes(ax: plt.Axes | None, size=(7.5, 4.6)) -> plt.Axes:
     if ax is None:
-        _, ax = plt.subplots(figsize=size)
+        _, ax = plt.subplots(figsize=size, layout="constrained")
     return ax
 
 
@@ -65,7 +65,7 @@ def plot_layer_rates(
     ax.set_xlabel("hidden state (0 = embedding output, l = output of layer l)")
     ax.set_ylabel(f"identifiability rate ({column} set)")
     ax.set_title(title)
-    ax.legend(loc="lower left", fontsize=8)
+    ax.legend(loc="lower left")
     return ax
 
 
@@ -84,7 +84,7 @@ def plot_generalisation(
     test_layers = list(range(values.shape[1])) if test_layers is None else list(test_layers)
     if len(train_layers) != values.shape[0] or len(test_layers) != values.shape[1]:
         raise ValueError(f"{len(train_layers)} x {len(test_layers)} layer labels for a {values.shape} matrix.")
-    ax = _new_axes(ax, (6.0, 4.8))
+    ax = _new_axes(ax, (min(10.0, 4.4 + 0.5 * values.shape[1]), min(9.0, 3.4 + 0.42 * values.shape[0])))
     sns.heatmap(
         values,
         ax=ax,
@@ -93,7 +93,7 @@ def plot_generalisation(
         cmap="Blues",
         annot=True,
         fmt=".2f",
-        annot_kws={"fontsize": 8},
+        annot_kws={"fontsize": 10},
         xticklabels=test_layers,
         yticklabels=train_layers,
         cbar_kws={"label": "identifiability rate (test set)"},
@@ -140,7 +140,7 @@ def plot_fraction_curve(
     ax.set_xlabel("training sequences used (%)")
     ax.set_ylabel("identifiability rate (test set)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend()
     return ax
 
 
@@ -165,5 +165,5 @@ def plot_neighbour_rates(
     ax.set_xlabel("offset k (recover the input token k places to the right)")
     ax.set_ylabel("rate (test set)")
     ax.set_title(title)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax

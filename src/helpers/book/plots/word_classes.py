@@ -19,7 +19,7 @@ def plot_self_contribution_by_class(
     if statistic not in ("median", "mean"):
         raise ValueError(f"statistic must be 'median' or 'mean'; got {statistic!r}.")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 3.8))
+        _, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
     for word_class, rows in summary.groupby("word_class", sort=False):
         ax.plot(
             rows["layer"],
@@ -30,12 +30,16 @@ def plot_self_contribution_by_class(
         )
     if paper_from_layer is not None:
         ax.axvline(
-            paper_from_layer, color=PAPER, ls="--", lw=1, label="paper: content ahead from here (same relative depth)"
+            paper_from_layer,
+            color=PAPER,
+            ls="--",
+            lw=1,
+            label="paper: content ahead from here\n(same relative depth)",
         )
     ax.set_xticks(sorted(summary["layer"].unique()))
     ax.set_xlabel("layer l")
     ax.set_ylabel(f"{statistic} own-input share $c^l_{{ii}}$")
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_title("How much of its own input a hidden token keeps, by word class")
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax

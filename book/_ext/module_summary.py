@@ -1,0 +1,84 @@
+"""``.. module-summary:: helpers.methods.mixing``: one line per public name, linked to its entry.
+
+The API page puts this table before each module's ``automodule``, so a reader
+scans the names and their one-line summaries first and opens the docstring they
+need. The names are the module's ``__all__`` (its defined public names when it
+has none); the line is the first line of each docstring (its first paragraph when a
+literal runs on).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
+
+
+def summary_line(obj) -> str:
+    """The first line of ``obj``'s own docstring (not one inherited from a type), or ""."""
+    if inspect.ismodule(obj) or not (
+        callable(obj) or inspect.isclass(obj)
+    ):
+        return ""
+    doc = (inspect.getdoc(obj) or "").strip()
+    if not doc:
+        return ""
+    first = doc.splitlines()[0].strip()
+    if first.count("``") % 2 == 0:
+        return first
+    return " ".join(line.strip() for line in doc.split("\n\n")[0].splitlines())  # a literal spans lines
+
+
+def public_names(module) -> list[str]:
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_")
+            and getattr(v, "__module__", None) == module.__name__
+        ]
+    return list(names)
+
+
+class ModuleSummary(Directive):
+    required_arguments = 1
+
+    def run(self):
+        module = importlib.import_module(self.arguments[0])
+        lines = [
+            ".. list-table::",
+            "   :widths: 32 68",
+            "   :class: module-summary",
+            "",
+        ]
+        for name in public_names(module):
+            obj = getattr(module, name, None)
+            role = (
+                "py:class"
+                if inspect.isclass(obj)
+                else "py:func"
+                if callable(obj)
+                else "py:data"
+            )
+            text = summary_line(obj).replace("|", "\\|") or " "
+            lines += [
+                f"   * - :{role}:`~{module.__name__}.{name}`",
+                f"     - {text}",
+            ]
+        if len(lines) == 4:
+            return []
+        container = StringList(lines, source=self.arguments[0])
+        from docutils import nodes
+
+        holder = nodes.section()
+        holder.document = self.state.document
+        self.state.nested_parse(container, 0, holder)
+        return holder.children
+
+
+def setup(app):
+    app.add_directive("module-summary", ModuleSummary)
+    return {"parallel_read_safe": True}

@@ -1,0 +1,150 @@
+"""How a claims table reads: one frame of the claims, and its HTML for the chapter's last cell and the report.
+
+``claims_frame`` turns claim records (dicts with the fields of ``claims.Claim``)
+into the table every page shows, with the columns of ``SCOREBOARD_COLUMNS``:
+the claim in full, this model's figure, the published figure and its source,
+and the two verdicts. ``Scoreboard`` renders it as a compact HTML table (text
+wraps inside the column; verdicts as words, coloured) and as plain text.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+__all__ = [
+    "SCOREBOARD_COLUMNS",
+    "DEFAULT_SOURCE",
+    "VERDICTS",
+    "claims_frame",
+    "verdict_of",
+    "Scoreboard",
+    "verdict_counts",
+    "verdict_html",
+]
+
+DEFAULT_SOURCE = "Brunner et al. 2020"
+SCOREBOARD_COLUMNS = ("id", "claim", "this model", "published", "source", "holds here", "agrees", "verdict", "note")
+
+
+def verdict_of(holds: bool, agrees: bool | None) -> str:
+    """ "reproduced", "in kind" (holds; the figure is outside the published tolerance) or "not reproduced"."""
+    if not holds:
+        return "not reproduced"
+    return "in kind" if agrees is False else "reproduced"
+
+
+def _agrees_text(agrees, tolerance: str) -> str:
+    if agrees is None:
+        return "not compared"
+    word = "yes" if agrees else "no"
+    return f"{word} ({tolerance})" if tolerance else word
+
+
+def claims_frame(records: list[dict]) -> pd.DataFrame:
+    """The claims table (``SCOREBOARD_COLUMNS``) of claim records; old records without the new fields read as defaults."""
+    rows = []
+    for c in records:
+        agrees = c.get("agrees")
+        rows.append(
+            {
+                "id": c["id"],
+                "claim": c["claim"],
+                "this model": c.get("measured", ""),
+                "published": c.get("paper", ""),
+                "source": c.get("source") or DEFAULT_SOURCE,
+                "holds here": "yes" if c["holds"] else "NO",
+                "agrees": _agrees_text(agrees, c.get("tolerance", "")),
+                "verdict": verdict_of(bool(c["holds"]), agrees),
+                "note": c.get("note", ""),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(SCOREBOARD_COLUMNS))
+
+
+class Scoreboard:
+    """A claims table for the page: HTML that wraps inside the column, and plain text for a console.
+
+    ``frame``: ``claims_frame`` output (a ``chapter`` column first is allowed: the report's).
+    ``links``: optional {chapter: href}; the chapter cell then links to its page.
+    """
+
+    def __init__(self, frame: pd.DataFrame, links: dict[str, str] | None = None, show_notes: bool = True):
+        self.frame = frame
+        self.links = links or {}
+        self.show_notes = show_notes
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __repr__(self) -> str:
+        lines = []
+        for row in self.frame.to_dict("records"):
+            where = f"[{row['chapter']}] " if "chapter" in row else ""
+            lines.append(
+                f"{where}{row['id']}: {row['verdict']} (holds here: {row['holds here']}; agrees: {row['agrees']})"
+                f"\n    {row['claim']}\n    this model: {row['this model'] or '-'}; published: "
+                f"{row['published'] or '-'} ({row['source']})"
+            )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = ["claim", "this model", "published (source)", "holds here", "agrees"]
+        chapters = "chapter" in self.frame.columns
+        out = ['<table class="scoreboard">', "<thead><tr>"]
+        if chapters:
+            out.append("<th>chapter</th>")
+        out += [f"<th>{h}</th>" for h in head] + ["</tr></thead>", "<tbody>"]
+        for row in self.frame.to_dict("records"):
+            verdict = row["verdict"].replace(" ", "-")
+            out.append(f'<tr class="verdict-{verdict}">')
+            if chapters:
+                name = html.escape(row["chapter"])
+                href = self.links.get(row["chapter"])
+                out.append(f'<td><a href="{html.escape(href)}">{name}</a></td>' if href else f"<td>{name}</td>")
+            claim = html.escape(row["claim"])
+            if self.show_notes and row["note"]:
+                claim += f'<div class="note">{html.escape(row["note"])}</div>'
+            published = html.escape(row["published"] or "-")
+            out += [
+                f'<td><span class="id">{html.escape(row["id"])}</span> {claim}</td>',
+                f"<td>{html.escape(row['this model'] or '-')}</td>",
+                f'<td>{published}<div class="source">{html.escape(row["source"])}</div></td>',
+                f'<td class="holds">{html.escape(row["holds here"])}</td>',
+                f'<td class="agrees">{html.escape(row["agrees"])}</td>',
+                "</tr>",
+            ]
+        out.append("</tbody></table>")
+        return "".join(out)
+
+
+VERDICTS = ("reproduced", "in kind", "not reproduced")
+
+
+def verdict_counts(report: pd.DataFrame) -> pd.DataFrame:
+    """Per chapter, how many claims are reproduced, reproduced in kind only, or not: the report's first table.
+
+    report: ``claims.report_table`` output. Returns columns ``claims`` and one per verdict
+    of ``VERDICTS``, indexed by chapter, with a last row ``all``.
+    """
+    if "chapter" not in report.columns or "verdict" not in report.columns:
+        raise ValueError("report needs the columns chapter and verdict (helpers.book.claims.report_table).")
+    counts = pd.crosstab(report["chapter"], report["verdict"]).reindex(columns=list(VERDICTS), fill_value=0)
+    counts.insert(0, "claims", counts.sum(axis=1))
+    counts.loc["all"] = counts.sum()
+    counts.columns.name = None
+    return counts.astype(int)
+
+
+def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> str:
+    """``verdict_counts`` as a small HTML table, chapter names linked to their pages."""
+    links = links or {}
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ["chapter", *counts.columns])
+    rows = []
+    for chapter, row in counts.iterrows():
+        href = links.get(chapter)
+        name = html.escape(str(chapter))
+        cell = f'<a href="{html.escape(href)}">{name}</a>' if href else f"<strong>{name}</strong>"
+        rows.append("<tr><td>" + cell + "</td>" + "".join(f"<td>{int(v)}</td>" for v in row) + "</tr>")
+    return f'<table class="verdict"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'

@@ -1,0 +1,63 @@
+"""Chapter 9's code exercises: the book's solution passes its check, a typical mistake fails, a stub is "not done"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import helpers
+from helpers.book.exercises.ch09 import check_causal_effective_rows
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "09_decoder_llm.ipynb"
+
+
+def _solution_cells() -> list[str]:
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    return [c.source for c in cells if c.cell_type == "code" and "exercise-solution" in c.metadata.get("tags", [])]
+
+
+def test_the_chapter_has_a_solution_for_its_check():
+    sources = _solution_cells()
+    assert sources, "chapter 9 has no cell tagged exercise-solution"
+    assert any("check_causal_effective_rows(" in s for s in sources)
+
+
+@pytest.mark.parametrize("source", _solution_cells())
+def test_the_book_solution_passes_its_check(source, capsys):
+    namespace = {"helpers": helpers}
+    exec(compile(source, "solution", "exec"), namespace)
+    assert "correct on all" in capsys.readouterr().out
+    assert check_causal_effective_rows(namespace["causal_effective_rows"]) is True
+
+
+def test_the_whole_sequence_projection_fails():
+    # the easy mistake: project each row onto the column space of all of T, as for BERT
+    def whole_sequence(A, T):
+        return A @ (T @ torch.linalg.pinv(T))
+
+    with pytest.raises(AssertionError, match="future positions"):
+        check_causal_effective_rows(whole_sequence)
+
+
+def test_the_prefix_without_the_row_itself_fails():
+    # an off-by-one: project row i onto range(T[:i]), leaving out position i
+    def off_by_one(A, T):
+        effective = torch.zeros_like(A)
+        for i in range(1, A.shape[-1]):
+            prefix = T[:i]
+            effective[i, :i] = prefix @ torch.linalg.pinv(prefix) @ A[i, :i]
+        return effective
+
+    with pytest.raises(AssertionError, match="causal_effective_rows on"):
+        check_causal_effective_rows(off_by_one)
+
+
+def test_a_stub_is_not_done(capsys):
+    def stub(A, T):
+        raise NotImplementedError  # your code here
+
+    assert check_causal_effective_rows(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
