@@ -95,3 +95,23 @@ def test_the_report_counts_verdicts_per_chapter(tmp_path):
     assert counts.loc["all", "claims"] == 4
     html = helpers.book.scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
+
+
+def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
+    cells = [
+        {"cell_type": "markdown", "source": ["# Title\n", "\n", "## Raw vs effective: the [CLS] case\n"]},
+        {"cell_type": "code", "source": ['claims.check("a-claim", "...", True)\n']},
+        {"cell_type": "markdown", "source": ["## Second part\n"]},
+        {"cell_type": "code", "source": ['claims.at_most(\n    "b.claim", "...", 0.1, 0.2\n)\n']},
+    ]
+    (tmp_path / "99_test.ipynb").write_text(json.dumps({"cells": cells}))
+    sections = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb")
+    assert sections == {"a-claim": "raw-vs-effective-the-cls-case", "b.claim": "second-part"}
+    assert helpers.book.scoreboard.claim_sections(tmp_path / "missing.ipynb") == {}
+    monkeypatch.chdir(tmp_path)
+    claims = Claims("99_test", mode="report")
+    claims.check("a-claim", "the claim", True)
+    board = claims.enforce(tmp_path / "records")
+    assert 'href="#raw-vs-effective-the-cls-case"' in board._repr_html_()
+    record = json.loads((tmp_path / "records" / "99_test.json").read_text())
+    assert record["claims"][0]["section"] == "raw-vs-effective-the-cls-case"

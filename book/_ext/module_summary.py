@@ -28,7 +28,9 @@ def summary_line(obj) -> str:
     first = doc.splitlines()[0].strip()
     if first.count("``") % 2 == 0:
         return first
-    return " ".join(line.strip() for line in doc.split("\n\n")[0].splitlines())  # a literal spans lines
+    return " ".join(
+        line.strip() for line in doc.split("\n\n")[0].splitlines()
+    )  # a literal spans lines
 
 
 def public_names(module) -> list[str]:

@@ -32,12 +32,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
-from .scoreboard import Scoreboard, claims_frame, verdict_of
+from .scoreboard import Scoreboard, claim_sections, claims_frame, verdict_of
 
 __all__ = ["Claim", "ClaimFailed", "Claims", "MODES", "claims_mode", "records_dir", "load_records", "report_table"]
 
@@ -62,6 +62,7 @@ class Claim:
     source: str = ""  # who published ``paper`` ("Brunner et al. 2020, §3.4"); default: the paper
     agrees: bool | None = None  # this model's figure within ``tolerance`` of the published one; None: not compared
     tolerance: str = ""  # the tolerance of that comparison, as text
+    section: str = ""  # the anchor of the chapter section that tests it (filled by ``enforce``)
 
     @property
     def verdict(self) -> str:
@@ -221,6 +222,8 @@ class Claims:
         """Save the record, then fail in strict mode if a claim does not hold; return the scoreboard."""
         if not self._claims:
             raise ValueError(f"chapter {self.chapter!r} registered no claims")
+        sections = claim_sections(Path(f"{self.chapter}.ipynb"))  # the notebook beside the kernel, if there
+        self._claims = {k: replace(c, section=sections.get(k, c.section)) for k, c in self._claims.items()}
         self.save(folder)
         if self.mode == "strict" and self.failed:
             lines = "\n".join(f"- {c.id}: {c.claim} (this model: {c.measured or 'n/a'})" for c in self.failed)

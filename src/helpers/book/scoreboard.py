@@ -10,6 +10,9 @@ wraps inside the column; verdicts as words, coloured) and as plain text.
 from __future__ import annotations
 
 import html
+import json
+import re
+from pathlib import Path
 
 import pandas as pd
 
@@ -22,10 +25,22 @@ __all__ = [
     "Scoreboard",
     "verdict_counts",
     "verdict_html",
+    "claim_sections",
 ]
 
 DEFAULT_SOURCE = "Brunner et al. 2020"
-SCOREBOARD_COLUMNS = ("id", "claim", "this model", "published", "source", "holds here", "agrees", "verdict", "note")
+SCOREBOARD_COLUMNS = (
+    "id",
+    "claim",
+    "this model",
+    "published",
+    "source",
+    "holds here",
+    "agrees",
+    "verdict",
+    "note",
+    "section",
+)
 
 
 def verdict_of(holds: bool, agrees: bool | None) -> str:
@@ -58,6 +73,7 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
                 "agrees": _agrees_text(agrees, c.get("tolerance", "")),
                 "verdict": verdict_of(bool(c["holds"]), agrees),
                 "note": c.get("note", ""),
+                "section": c.get("section", ""),
             }
         )
     return pd.DataFrame(rows, columns=list(SCOREBOARD_COLUMNS))
@@ -90,11 +106,11 @@ class Scoreboard:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        head = ["claim", "this model", "published (source)", "holds here", "agrees"]
+        head = ["claim", "this model", "published (source)", "holds", "agrees"]
         chapters = "chapter" in self.frame.columns
         out = ['<table class="scoreboard">', "<thead><tr>"]
         if chapters:
-            out.append("<th>chapter</th>")
+            out.append("<th>ch.</th>")
         out += [f"<th>{h}</th>" for h in head] + ["</tr></thead>", "<tbody>"]
         for row in self.frame.to_dict("records"):
             verdict = row["verdict"].replace(" ", "-")
@@ -104,6 +120,11 @@ class Scoreboard:
                 href = self.links.get(row["chapter"])
                 out.append(f'<td><a href="{html.escape(href)}">{name}</a></td>' if href else f"<td>{name}</td>")
             claim = html.escape(row["claim"])
+            if row.get("section"):
+                page = self.links.get(row["chapter"], "") if chapters else ""
+                href = html.escape(f"{page}#{row['section']}")
+                claim = f'<a href="{href}" title="the section that tests it">{claim}</a>'
+
             if self.show_notes and row["note"]:
                 claim += f'<div class="note">{html.escape(row["note"])}</div>'
             published = html.escape(row["published"] or "-")
@@ -148,3 +169,34 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
         cell = f'<a href="{html.escape(href)}">{name}</a>' if href else f"<strong>{name}</strong>"
         rows.append("<tr><td>" + cell + "</td>" + "".join(f"<td>{int(v)}</td>" for v in row) + "</tr>")
     return f'<table class="verdict"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+_CLAIM_CALL = re.compile(r"claims\.(?:check|at_most|at_least|compare)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
+
+
+def claim_sections(notebook: Path) -> dict[str, str]:
+    """Claim id -> the anchor of the section (the last heading above it) whose cells register it.
+
+    Read from the saved notebook; the anchors are the ids docutils gives headings
+    ("## Raw vs effective attention" -> "raw-vs-effective-attention"). Empty when
+    the notebook is not there (a copy run elsewhere): the scoreboard then has no links.
+    """
+    from docutils.nodes import make_id
+
+    try:
+        cells = json.loads(Path(notebook).read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    sections, current, seen = {}, "", set()
+    for cell in cells:
+        source = "".join(cell.get("source", []))
+        if cell.get("cell_type") == "markdown":
+            for line in source.splitlines():
+                if re.match(r"#{1,3} ", line):
+                    anchor = make_id(line.lstrip("#").strip())
+                    current = anchor if anchor not in seen else ""  # a repeated heading gets another id
+                    seen.add(anchor)
+        elif cell.get("cell_type") == "code" and current:
+            for claim_id in _CLAIM_CALL.findall(source):
+                sections.setdefault(claim_id, current)
+    return sections

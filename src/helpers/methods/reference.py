@@ -36,6 +36,7 @@ __all__ = [
     "effective_attention_loop",
     "encoder_hidden_states",
     "brute_force_block_norms",
+    "frobenius_blocks",
     "naive_block_norms",
     "functorch_block_norms",
     "reverse_mode_row_norms",
@@ -59,7 +60,7 @@ def encoder_hidden_states(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.stack(states)
 
 
-def _frobenius_blocks(jacobian: torch.Tensor) -> torch.Tensor:
+def frobenius_blocks(jacobian: torch.Tensor) -> torch.Tensor:
     """(L, n, d, n, d) -> (L, n, n) Frobenius norms of the d x d blocks."""
     return jacobian.pow(2).sum(dim=(2, 4)).sqrt()
 
@@ -69,7 +70,7 @@ def brute_force_block_norms(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     jacobian = torch.autograd.functional.jacobian(
         lambda inputs: encoder_hidden_states(model, inputs), x, vectorize=True
     )
-    return _frobenius_blocks(jacobian)
+    return frobenius_blocks(jacobian)
 
 
 def reverse_mode_row_norms(model: nn.Module, x: torch.Tensor, layer: int, token: int) -> torch.Tensor:

@@ -14,9 +14,9 @@ __all__: list[str] = ["check_contributions_from_jacobian"]
 
 def _reference_contributions(jacobian: torch.Tensor) -> torch.Tensor:
     """The book's c_ij from a full Jacobian (n, d, n, d): block norms, then ``contributions_from_norms``."""
-    from ...methods.reference import _frobenius_blocks
+    from ...methods.reference import frobenius_blocks
 
-    return contributions_from_norms(_frobenius_blocks(jacobian[None]))[0]
+    return contributions_from_norms(frobenius_blocks(jacobian[None]))[0]
 
 
 def _jacobian_cases(seed: int = 0) -> list[tuple[str, tuple]]:

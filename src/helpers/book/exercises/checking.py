@@ -49,7 +49,7 @@ def compare(
         try:
             got = function(*arguments)
         except NotImplementedError:
-            print(f"{name} is not implemented yet: complete it above, then run this cell again.")
+            print(f"{name}: not implemented yet.")
             return False
         if isinstance(expected, torch.Tensor):
             if not isinstance(got, torch.Tensor):

@@ -140,7 +140,7 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     fig, axes = plt.subplots(
         rows_of_panels,
         columns,
-        figsize=(3.3 * columns + 0.6, 3.2 * rows_of_panels + 1.0),
+        figsize=(3.0 * columns + 0.6, 3.2 * rows_of_panels + 1.0),
         sharey=True,
         layout="constrained",
         squeeze=False,

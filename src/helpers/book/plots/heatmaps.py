@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -45,7 +46,14 @@ def label_step(count: int, length_inches: float, max_labels: int | None = None, 
     return max(1, int(np.ceil(count / limit)))
 
 
-def axes_inches(ax: plt.Axes) -> tuple[float, float]:
+class Inches(NamedTuple):
+    """A width and a height in inches."""
+
+    width: float
+    height: float
+
+
+def axes_inches(ax: plt.Axes) -> Inches:
     """The width and height of ``ax``'s cell of its grid in inches (layouts shrink the axes a little later).
 
     The cell, not the axes as placed now, so every panel of one grid gets the same labels.
@@ -53,7 +61,7 @@ def axes_inches(ax: plt.Axes) -> tuple[float, float]:
     spec = ax.get_subplotspec() if hasattr(ax, "get_subplotspec") else None
     box = spec.get_position(ax.figure) if spec is not None else ax.get_position()
     width, height = ax.figure.get_size_inches()
-    return box.width * width, box.height * height
+    return Inches(box.width * width, box.height * height)
 
 
 def token_ticks(ax: plt.Axes, axis: str, tokens: Sequence, max_labels: int | None = None, shrink: float = 0.75):

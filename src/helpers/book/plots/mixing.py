@@ -13,7 +13,7 @@ def base_measure(measure: str) -> str:
     return measure.replace("+eff", "")
 
 
-def measure_colours(measures) -> dict[str, tuple]:
+def _measure_colours(measures) -> dict[str, tuple]:
     """One colour per base measure (a measure and its +eff variant share it), none repeated.
 
     Up to 10 base measures take matplotlib's "tab10" palette, more take "tab20".
@@ -29,7 +29,7 @@ def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None,
     """Median Spearman with the reference per layer (lines), with the interquartile band, one line per measure.
 
     agreement: ``MixingSweep.agreement`` (columns measure, kind, layer, rho). Each base
-    measure has its own colour (:func:`measure_colours`); its +eff variant shares it, dashed.
+    measure has its own colour (tab10, tab20 past 10); its +eff variant shares it, dashed.
     The legend stands right of the plot.
     """
     rows = agreement[agreement["kind"] == kind]
@@ -39,7 +39,7 @@ def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None,
     measures = list(measures) if measures is not None else list(stats.index.get_level_values(0).unique())
     if ax is None:
         _, ax = plt.subplots(figsize=(9.6, 5.4), layout="constrained")
-    colours = measure_colours(measures)
+    colours = _measure_colours(measures)
     for measure in measures:
         part = stats.loc[measure]
         dashed = "+eff" in measure

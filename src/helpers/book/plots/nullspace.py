@@ -408,7 +408,9 @@ def plot_null_grid(
     rows, cols = len(grid), len(grid[0])
     if any(len(row) != cols for row in grid) or [len(r) for r in labels] != [cols] * rows:
         raise ValueError("alternatives and labels must be grids of the same shape.")
-    top = max(float(np.abs(d).max()) for row in grid for d in row) or 1.0
+    # one symmetric scale for every panel, clipped at the 99th percentile of |Ã| so that the few
+    # largest moves do not wash out the rest (they show saturated)
+    top = float(np.quantile(np.abs(np.stack([d for row in grid for d in row])), 0.99)) or 1.0
     panel_size = min(panel_size, (width - 1.0) / cols)
     fig, axes = plt.subplots(
         rows, cols, figsize=(panel_size * cols + 1.0, panel_size * rows + 0.6), squeeze=False, layout="constrained"
@@ -424,5 +426,5 @@ def plot_null_grid(
                 ax.set_xlabel("key")
             if c == 0:
                 ax.set_ylabel("query")
-    fig.colorbar(image, ax=axes, shrink=0.8, label=r"$\tilde A_{ij}$")
+    fig.colorbar(image, ax=axes, shrink=0.8, extend="both", label=r"$\tilde A_{ij}$ (clipped at the 99th percentile)")
     return fig

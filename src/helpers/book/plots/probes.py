@@ -165,5 +165,5 @@ def plot_neighbour_rates(
     ax.set_xlabel("offset k (recover the input token k places to the right)")
     ax.set_ylabel("rate (test set)")
     ax.set_title(title)
-    ax.legend(ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(ncol=1 if len(layers) <= 13 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
