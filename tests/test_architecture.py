@@ -204,6 +204,7 @@ BARE_RETURNS = {
     "helpers.book.widgets.NullSpaceExplorer.steps": "a sequence of slider positions",
     "helpers.methods.tokens.token_classes": "one mask per class name, keyed by the caller's classes",
     "helpers.methods.nullspace.ranks_of": "one rank tensor per matrix name the caller asked for",
+    "helpers.book.scoreboard.claim_sections": "one section anchor per claim id, keyed by the chapter's own ids",
 }
 
 
