@@ -568,4 +568,4 @@ def save_all(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    save_all(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/figs-png"))
+    save_all(Path(sys.argv[1] if len(sys.argv) > 1 else "_build/legibility"))
