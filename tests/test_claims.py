@@ -115,3 +115,12 @@ def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
     assert 'href="#raw-vs-effective-the-cls-case"' in board._repr_html_()
     record = json.loads((tmp_path / "records" / "99_test.json").read_text())
     assert record["claims"][0]["section"] == "raw-vs-effective-the-cls-case"
+
+
+def test_chapter_title_reads_the_number_and_the_heading(tmp_path):
+    path = tmp_path / "04_x.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["# Effective attention\n", "text"]}]}))
+    assert helpers.book.scoreboard.chapter_title(path) == "4. Effective attention"
+    (tmp_path / "05_y.ipynb").write_text(json.dumps({"cells": []}))
+    with pytest.raises(ValueError, match="heading"):
+        helpers.book.scoreboard.chapter_title(tmp_path / "05_y.ipynb")

@@ -1,34 +1,19 @@
 """Chapter 1's code exercises: the book's solution passes its check, a wrong version and the stub do not."""
 
-from pathlib import Path
-
-import nbformat
 import pytest
 import torch
 
-import helpers
 from helpers.book.exercises.ch01 import check_attention_probabilities
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "01_anatomy_of_a_head.ipynb"
-
-
-def solution_cells() -> list[str]:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    return [
-        cell.source
-        for cell in notebook.cells
-        if cell.cell_type == "code" and "exercise-solution" in cell.metadata.get("tags", [])
-    ]
+from tests.exercise_cells import run_solution, solution_cells
 
 
 def test_the_chapter_has_a_solution_cell():
-    assert solution_cells(), "chapter 1 has no cell tagged exercise-solution"
+    assert solution_cells("01_anatomy_of_a_head"), "chapter 1 has no cell tagged exercise-solution"
 
 
-@pytest.mark.parametrize("source", solution_cells())
+@pytest.mark.parametrize("source", solution_cells("01_anatomy_of_a_head"))
 def test_each_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, "solution", "exec"), namespace)
+    namespace = run_solution(source)
     assert check_attention_probabilities(namespace["attention_probabilities"])
     assert "correct" in capsys.readouterr().out
 

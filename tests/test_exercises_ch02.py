@@ -1,34 +1,19 @@
 """Chapter 2's code exercises: the book's solution passes its check, a wrong version and the stub do not."""
 
-from pathlib import Path
-
-import nbformat
 import pytest
 
-import helpers
 from helpers.book.exercises.ch02 import check_same_output_towards
 from helpers.methods.linalg import left_null_space
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "02_rank_argument.ipynb"
-
-
-def solution_cells() -> list[str]:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    return [
-        cell.source
-        for cell in notebook.cells
-        if cell.cell_type == "code" and "exercise-solution" in cell.metadata.get("tags", [])
-    ]
+from tests.exercise_cells import run_solution, solution_cells
 
 
 def test_the_chapter_has_a_solution_cell():
-    assert solution_cells(), "chapter 2 has no cell tagged exercise-solution"
+    assert solution_cells("02_rank_argument"), "chapter 2 has no cell tagged exercise-solution"
 
 
-@pytest.mark.parametrize("source", solution_cells())
+@pytest.mark.parametrize("source", solution_cells("02_rank_argument"))
 def test_each_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, "solution", "exec"), namespace)
+    namespace = run_solution(source)
     assert check_same_output_towards(namespace["same_output_towards"])
     assert "correct" in capsys.readouterr().out
 

@@ -1,29 +1,20 @@
 """Chapter 3's exercise checks: the book's solution passes, a wrong answer fails, a stub stays open."""
 
-from pathlib import Path
-
-import nbformat
 import pytest
 import torch
 
 import helpers
 from helpers.book.exercises.ch03 import check_step_range
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "03_simplex_null_spaces.ipynb"
-
-
-def _solution_cells():
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    return [c.source for c in notebook.cells if "exercise-solution" in c.metadata.get("tags", [])]
+from tests.exercise_cells import solution_cells
 
 
 def test_the_chapter_has_a_checked_solution():
-    cells = _solution_cells()
+    cells = solution_cells("03_simplex_null_spaces")
     assert cells, "chapter 3 should have at least one code cell tagged exercise-solution"
     assert any("check_step_range(" in source for source in cells)
 
 
-@pytest.mark.parametrize("source", _solution_cells())
+@pytest.mark.parametrize("source", solution_cells("03_simplex_null_spaces"))
 def test_the_books_solution_passes_its_check(source, capsys):
     namespace = {"helpers": helpers}
     exec(compile(source.replace("check_step_range(", "result = check_step_range(", 1), "solution", "exec"), namespace)

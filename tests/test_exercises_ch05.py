@@ -2,29 +2,22 @@
 
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
-import helpers
 from helpers.book.exercises.ch05 import check_identification_rate
+from tests.exercise_cells import run_solution, solution_cells
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "05_token_identifiability.ipynb"
 
 
-def _solutions() -> list[str]:
-    cells = nbformat.read(NOTEBOOK, as_version=4).cells
-    return [c.source for c in cells if c.cell_type == "code" and "exercise-solution" in c.metadata.get("tags", [])]
-
-
 def test_the_chapter_has_a_checked_solution():
-    assert any("check_identification_rate(" in source for source in _solutions())
+    assert any("check_identification_rate(" in source for source in solution_cells("05_token_identifiability"))
 
 
-@pytest.mark.parametrize("source", _solutions())
+@pytest.mark.parametrize("source", solution_cells("05_token_identifiability"))
 def test_each_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    run_solution(source)
     out = capsys.readouterr().out
     assert "correct on all" in out
     assert "not implemented" not in out

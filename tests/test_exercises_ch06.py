@@ -1,35 +1,20 @@
 """Chapter 6's code exercises: the book's solution passes its check, a wrong version fails, a stub stays open."""
 
-from pathlib import Path
-
-import nbformat
 import pytest
 
-import helpers
 from helpers.book.exercises.ch06 import check_contributions_from_jacobian
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "06_hidden_token_attribution.ipynb"
-
-
-def solution_cells() -> list[str]:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    return [
-        cell.source
-        for cell in notebook.cells
-        if cell.cell_type == "code" and "exercise-solution" in cell.metadata.get("tags", [])
-    ]
+from tests.exercise_cells import run_solution, solution_cells
 
 
 def test_the_chapter_has_a_checked_solution():
-    cells = solution_cells()
+    cells = solution_cells("06_hidden_token_attribution")
     assert cells, "chapter 6 has no cell tagged exercise-solution"
     assert any("check_contributions_from_jacobian(" in source for source in cells)
 
 
-@pytest.mark.parametrize("source", solution_cells())
+@pytest.mark.parametrize("source", solution_cells("06_hidden_token_attribution"))
 def test_each_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, "solution", "exec"), namespace)
+    namespace = run_solution(source)
     assert namespace["contributions_from_jacobian"] is not None
     assert check_contributions_from_jacobian(namespace["contributions_from_jacobian"])
     assert "correct" in capsys.readouterr().out

@@ -1,36 +1,21 @@
 """Chapter 8's code exercises: the book's solution passes its check, a wrong version fails, a stub stays open."""
 
-from pathlib import Path
-
-import nbformat
 import pytest
 import torch
 
-import helpers
 from helpers.book.exercises.ch08 import check_null_space_dimension
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "08_fine_tuning.ipynb"
-
-
-def solution_cells() -> list[str]:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    return [
-        cell.source
-        for cell in notebook.cells
-        if cell.cell_type == "code" and "exercise-solution" in cell.metadata.get("tags", [])
-    ]
+from tests.exercise_cells import run_solution, solution_cells
 
 
 def test_the_chapter_has_a_checked_solution():
-    cells = solution_cells()
+    cells = solution_cells("08_fine_tuning")
     assert cells, "chapter 8 has no cell tagged exercise-solution"
     assert any("check_null_space_dimension(" in source for source in cells)
 
 
-@pytest.mark.parametrize("source", solution_cells())
+@pytest.mark.parametrize("source", solution_cells("08_fine_tuning"))
 def test_each_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, "solution", "exec"), namespace)
+    namespace = run_solution(source)
     assert check_null_space_dimension(namespace["null_space_dimension"])
     assert "correct" in capsys.readouterr().out
 

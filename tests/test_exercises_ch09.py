@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
 import torch
 
-import helpers
 from helpers.book.exercises.ch09 import check_causal_effective_rows
-
-NOTEBOOK = Path(__file__).resolve().parents[1] / "book" / "09_decoder_llm.ipynb"
-
-
-def _solution_cells() -> list[str]:
-    cells = nbformat.read(NOTEBOOK, as_version=4).cells
-    return [c.source for c in cells if c.cell_type == "code" and "exercise-solution" in c.metadata.get("tags", [])]
+from tests.exercise_cells import run_solution, solution_cells
 
 
 def test_the_chapter_has_a_solution_for_its_check():
-    sources = _solution_cells()
+    sources = solution_cells("09_decoder_llm")
     assert sources, "chapter 9 has no cell tagged exercise-solution"
     assert any("check_causal_effective_rows(" in s for s in sources)
 
 
-@pytest.mark.parametrize("source", _solution_cells())
+@pytest.mark.parametrize("source", solution_cells("09_decoder_llm"))
 def test_the_book_solution_passes_its_check(source, capsys):
-    namespace = {"helpers": helpers}
-    exec(compile(source, "solution", "exec"), namespace)
+    namespace = run_solution(source)
     assert "correct on all" in capsys.readouterr().out
     assert check_causal_effective_rows(namespace["causal_effective_rows"]) is True
 

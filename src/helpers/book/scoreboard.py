@@ -26,6 +26,7 @@ __all__ = [
     "verdict_counts",
     "verdict_html",
     "claim_sections",
+    "chapter_title",
 ]
 
 DEFAULT_SOURCE = "Brunner et al. 2020"
@@ -172,6 +173,18 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
 
 
 _CLAIM_CALL = re.compile(r"claims\.(?:check|at_most|at_least|compare)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
+
+
+def chapter_title(notebook: Path) -> str:
+    """ "4. Effective attention": the chapter's number (from its file name) and its first ``#`` heading."""
+    notebook = Path(notebook)
+    cells = json.loads(notebook.read_text())["cells"]
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", [])).splitlines():
+                if line.startswith("# "):
+                    return f"{int(notebook.stem[:2])}. {line[2:].strip()}"
+    raise ValueError(f"{notebook.name} has no '# ' heading.")
 
 
 def claim_sections(notebook: Path) -> dict[str, str]:
