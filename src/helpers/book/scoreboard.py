@@ -121,20 +121,22 @@ class Scoreboard:
                 href = self.links.get(row["chapter"])
                 out.append(f'<td><a href="{html.escape(href)}">{name}</a></td>' if href else f"<td>{name}</td>")
             claim = html.escape(row["claim"])
-            if row.get("section"):
+            label = html.escape(row["id"])
+            if row.get("section"):  # the id links to the section that tests the claim
                 page = self.links.get(row["chapter"], "") if chapters else ""
                 href = html.escape(f"{page}#{row['section']}")
-                claim = f'<a href="{href}" title="the section that tests it">{claim}</a>'
-
+                label = f'<a href="{href}" title="the section that tests it">{label}</a>'
             if self.show_notes and row["note"]:
                 claim += f'<div class="note">{html.escape(row["note"])}</div>'
             published = html.escape(row["published"] or "-")
+            holds = "yes" if row["holds here"] == "yes" else "no"
+            agrees = row["agrees"].split(" ")[0].replace("not", "none")
             out += [
-                f'<td><span class="id">{html.escape(row["id"])}</span> {claim}</td>',
+                f'<td><span class="id">{label}</span> {claim}</td>',
                 f"<td>{html.escape(row['this model'] or '-')}</td>",
                 f'<td>{published}<div class="source">{html.escape(row["source"])}</div></td>',
-                f'<td class="holds">{html.escape(row["holds here"])}</td>',
-                f'<td class="agrees">{html.escape(row["agrees"])}</td>',
+                f'<td class="holds {holds}">{html.escape(row["holds here"])}</td>',
+                f'<td class="agrees {agrees}">{html.escape(row["agrees"])}</td>',
                 "</tr>",
             ]
         out.append("</tbody></table>")
