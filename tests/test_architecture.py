@@ -205,6 +205,7 @@ BARE_RETURNS = {
     "helpers.methods.tokens.token_classes": "one mask per class name, keyed by the caller's classes",
     "helpers.methods.nullspace.ranks_of": "one rank tensor per matrix name the caller asked for",
     "helpers.book.scoreboard.claim_sections": "one section anchor per claim id, keyed by the chapter's own ids",
+    "helpers.book.paper.published_mixing": "one published value per table that reports the measure (often none)",
 }
 
 

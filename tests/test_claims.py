@@ -97,16 +97,40 @@ def test_the_report_counts_verdicts_per_chapter(tmp_path):
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
 
 
+def test_departures_are_one_line_each_and_orderings_one_line_per_chapter(tmp_path):
+    claims = Claims("07_c", mode="report")
+    claims.check("order-a", "a before b", True, agrees=False, tolerance="order only")
+    claims.check("order-b", "c before d", True, agrees=False, tolerance="order only")
+    claims.check("size", "x is large", True, measured="0.5", paper="0.9", agrees=False, note="smaller model")
+    claims.check("fine", "y holds", True, agrees=True)
+    claims.check("broken", "z holds", False)
+    claims.save(tmp_path)
+    report = report_table(load_records(tmp_path))
+    html = helpers.book.scoreboard.departures_html(report, links={"07_c": "07_c.html"})
+    items = html.count("<li>")
+    assert items == 3  # the two orderings share one line; "fine" is not a departure
+    assert "2 orderings hold (<code>order-a</code>, <code>order-b</code>)" in html
+    assert "0.5 against 0.9 &mdash; smaller model" in html and "(not reproduced)" in html
+    assert "fine" not in html
+    assert html.index("size") < html.index("orderings hold")  # a chapter's claims, then its orderings
+    assert helpers.book.scoreboard.departures_html(report[report.id == "fine"]) == "<p>None.</p>"
+
+
 def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
     cells = [
         {"cell_type": "markdown", "source": ["# Title\n", "\n", "## Raw vs effective: the [CLS] case\n"]},
         {"cell_type": "code", "source": ['claims.check("a-claim", "...", True)\n']},
         {"cell_type": "markdown", "source": ["## Second part\n"]},
         {"cell_type": "code", "source": ['claims.at_most(\n    "b.claim", "...", 0.1, 0.2\n)\n']},
+        {"cell_type": "markdown", "source": ["## Third part\n"]},
+        {"cell_type": "code", "source": ['ordering(\n    "c-claim", "...", (1, 0))\n']},
     ]
     (tmp_path / "99_test.ipynb").write_text(json.dumps({"cells": cells}))
     sections = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb")
     assert sections == {"a-claim": "raw-vs-effective-the-cls-case", "b.claim": "second-part"}
+    # a claim registered through a chapter's own function is found by its id
+    with_ids = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb", ids={"a-claim", "c-claim"})
+    assert with_ids == {"a-claim": "raw-vs-effective-the-cls-case", "c-claim": "third-part"}
     assert helpers.book.scoreboard.claim_sections(tmp_path / "missing.ipynb") == {}
     monkeypatch.chdir(tmp_path)
     claims = Claims("99_test", mode="report")

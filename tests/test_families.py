@@ -276,3 +276,17 @@ def test_load_for_chapter_falls_back_to_the_chapters_own_default(captured, monke
     assert helpers.book.chapters.load_for_chapter(None, "09_decoder_llm")[0] is gpt2
     with pytest.raises(ValueError, match="Unknown chapter"):
         helpers.book.chapters.chapter_default_model("10_no_such_chapter")
+
+
+def test_work_scale_is_layers_times_width_squared_relative_to_the_default(real_model):
+    from helpers.book.chapters import work_scale
+
+    assert work_scale(real_model[0]) == 1.0
+    # BERT-Base: 12 layers of d = 768 against the default's 6 of 384
+    base = make_tiny_bert(num_layers=12, heads=12, hidden=768)
+    assert work_scale(base) == pytest.approx(8.0)
+    assert work_scale(base, power=3) == pytest.approx(16.0)
+    with pytest.raises(ValueError, match="power"):
+        work_scale(base, power=4)
+    with pytest.raises(ValueError, match="hidden_size"):
+        work_scale(torch.nn.Linear(2, 2))

@@ -59,7 +59,7 @@ def test_norm_scores_follow_their_definitions(setup):
     }
     for measure, unnormalised in expected.items():
         got = helpers.methods.mixing.context_mixing(model, encoding, measure).at(1)
-        assert torch.allclose(got, helpers.methods.mixing.normalise_rows(unnormalised).float(), atol=1e-6)
+        assert torch.allclose(got, helpers.methods.rollout.normalise_rows(unnormalised).float(), atol=1e-6)
     # ALTI from its definition with the real LN1 output y
     parts = helpers.methods.decomposition.decompose_layer(model, internals, 1)
     y = slow.ln1_out
@@ -69,7 +69,7 @@ def test_norm_scores_follow_their_definitions(setup):
             alti[i, j] = max(0.0, float(y[i].abs().sum() - (y[i] - parts.ln1[i, j]).abs().sum()))
     assert torch.allclose(
         helpers.methods.mixing.context_mixing(model, encoding, "alti").at(1),
-        helpers.methods.mixing.normalise_rows(alti).float(),
+        helpers.methods.rollout.normalise_rows(alti).float(),
         atol=1e-6,
     )
 
@@ -80,20 +80,20 @@ def test_value_zeroing_equals_hooked_reruns(setup):
     for layer in (1, 2):
         slow = reference.value_zeroing_reference(model, encoding, layer)
         assert torch.allclose(helpers.methods.mixing.value_zeroing_scores(model, internals, layer), slow, atol=1e-8)
-        assert torch.allclose(result.at(layer), helpers.methods.mixing.normalise_rows(slow).float(), atol=1e-5)
+        assert torch.allclose(result.at(layer), helpers.methods.rollout.normalise_rows(slow).float(), atol=1e-5)
 
 
 def test_grad_input_equals_autograd(tiny64, tokenizer):
     model, encoding = tiny64, helpers.encode(tokenizer, "The cat sat.", model=tiny64)
     slow = reference.grad_input_reference(model, encoding)
     result = helpers.methods.mixing.context_mixing(model, encoding, "grad_input")
-    assert torch.allclose(result.scores, helpers.methods.mixing.normalise_rows(slow).float(), atol=1e-6)
+    assert torch.allclose(result.scores, helpers.methods.rollout.normalise_rows(slow).float(), atol=1e-6)
     assert result.is_global and not result.rollout
 
 
 def test_local_hta_equals_the_full_layer_jacobian(setup, one_thread):
     model, encoding, _ = setup
-    slow = helpers.methods.mixing.normalise_rows(reference.local_hta_reference(model, encoding)).float()
+    slow = helpers.methods.rollout.normalise_rows(reference.local_hta_reference(model, encoding)).float()
     exact = helpers.methods.mixing.local_hta(model, encoding)
     assert torch.allclose(exact.scores, slow, atol=1e-6)
     estimate = helpers.methods.mixing.local_hta(model, encoding, samples=4, seed=1)
@@ -107,13 +107,101 @@ def test_rollout_is_the_explicit_product(setup):
     model, encoding, internals = setup
     for measure in ("attention", "globenc", "value_zeroing"):
         local = helpers.methods.mixing.context_mixing(model, encoding, measure).scores
-        rolled = helpers.methods.mixing.context_mixing(model, encoding, measure, rollout=True).scores
+        rolled = helpers.methods.mixing.context_mixing(
+            model, encoding, measure, rollout=True, aggregation="normalise_first"
+        ).scores
         if measure == "attention":
             eye = torch.eye(internals.n)
             local = 0.5 * local + 0.5 * eye
             local = local / local.sum(-1, keepdim=True)
         assert torch.allclose(rolled[0], local[0], atol=1e-6)
         assert torch.allclose(rolled[1], local[1] @ local[0], atol=1e-6)
+
+
+def test_the_two_orders_by_hand():
+    # layer 1's rows sum to 4 and 2, so the order matters
+    N1 = torch.tensor([[1.0, 3.0], [1.0, 1.0]])
+    N2 = torch.tensor([[2.0, 0.0], [1.0, 3.0]])
+    local = helpers.methods.mixing.Mixing(
+        scores=torch.stack([N1 / N1.sum(-1, keepdim=True), N2 / N2.sum(-1, keepdim=True)]),
+        measure="globenc",
+        rollout=False,
+        totals=torch.stack([N1.sum(-1), N2.sum(-1)]),
+    )
+    first = helpers.methods.mixing.rolled_out(local, "normalise_first")
+    last = helpers.methods.mixing.rolled_out(local)  # GlobEnc's own order
+    assert last.aggregation == "normalise_last" and last.name == "globenc rollout"
+    assert first.name == "globenc rollout (normalise first)"
+    # normalise first: [[1, 0], [1/4, 3/4]] @ [[1/4, 3/4], [1/2, 1/2]]
+    assert torch.allclose(first.at(2), torch.tensor([[0.25, 0.75], [0.4375, 0.5625]]))
+    # normalise last: N2 N1 = [[2, 6], [4, 6]], rows normalised
+    assert torch.allclose(last.at(2), torch.tensor([[0.25, 0.75], [0.4, 0.6]]), atol=1e-7)
+    assert torch.allclose(last.at(1), first.at(1))
+
+
+def test_globenc_rolls_out_its_unnormalised_norms(setup):
+    """GlobEnc's rollout on a tiny model against the product of its norms, computed here."""
+    model, encoding, internals = setup
+    norms = [
+        helpers.methods.decomposition.norm_scores(
+            helpers.methods.decomposition.decompose_layer(model, internals, layer), "globenc"
+        )
+        for layer in (1, 2)
+    ]
+    by_hand = helpers.methods.rollout.normalise_rows(norms[1] @ norms[0])
+    rolled = helpers.methods.mixing.context_mixing(model, encoding, "globenc", rollout=True)
+    assert rolled.aggregation == "normalise_last"
+    assert torch.allclose(rolled.at(2).double(), by_hand.double(), atol=1e-6)
+    toolkit = helpers.methods.mixing.context_mixing(
+        model, encoding, "globenc", rollout=True, aggregation="normalise_first"
+    )
+    assert (toolkit.at(2) - rolled.at(2)).abs().max() > 1e-3  # the order matters here too
+    for measure in helpers.methods.decomposition.NORM_MEASURES:
+        result = helpers.methods.mixing.context_mixing(
+            model, encoding, measure, rollout=True, aggregation="normalise_last"
+        )
+        parts = [helpers.methods.decomposition.decompose_layer(model, internals, k) for k in (1, 2)]
+        N = [helpers.methods.decomposition.norm_scores(p, measure) for p in parts]
+        assert torch.allclose(
+            result.at(2).double(), helpers.methods.rollout.normalise_rows(N[1] @ N[0]).double(), atol=1e-6
+        )
+
+
+def test_unnormalised_rollout_survives_twelve_layers_of_large_norms():
+    local = torch.full((12, 5, 5), 1e4)
+    local[:, 0, 0] = 1e5
+    rolled = helpers.methods.rollout.unnormalised_rollout(local)
+    assert torch.isfinite(rolled).all()
+    assert torch.allclose(rolled.sum(-1), torch.ones(12, 5, dtype=rolled.dtype))
+
+
+def test_value_zeroing_keeps_its_digits_in_float32(real_model):
+    """Float32 value zeroing agrees with float64 on the bundled model (1 - cos would not)."""
+    import copy
+
+    model, tokenizer = real_model
+    model64 = copy.deepcopy(model).double()
+    encoding = helpers.encode(tokenizer, *PAIR, model=model)
+    internals32, internals64 = helpers.capture(model, encoding), helpers.capture(model64, encoding)
+    worst = 0.0
+    for layer in range(1, internals32.num_layers + 1):
+        single = helpers.methods.mixing.value_zeroing_scores(model, internals32, layer).double()
+        double = helpers.methods.mixing.value_zeroing_scores(model64, internals64, layer)
+        normalise = helpers.methods.rollout.normalise_rows
+        worst = max(worst, float((normalise(single) - normalise(double)).abs().max()))
+    assert worst < 1e-4
+
+
+def test_cosine_distance_has_no_cancellation():
+    u = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.float64)
+    v = u + torch.tensor([[1e-5, -2e-5, 0.5e-5]], dtype=torch.float64)
+    exact = helpers.methods.linalg.cosine_distance(u, v)
+    single = helpers.methods.linalg.cosine_distance(u.float(), v.float())
+    naive = 1 - torch.nn.functional.cosine_similarity(u.float(), v.float())
+    assert float((single.double() - exact).abs() / exact) < 1e-2
+    assert float((naive.double() - exact).abs() / exact) > 0.1  # what the old formula lost
+    with pytest.raises(ValueError, match="zero vector"):
+        helpers.methods.linalg.cosine_distance(torch.zeros(1, 3), u.float())
 
 
 def test_every_method_gives_rows_that_sum_to_one(setup):
@@ -162,6 +250,12 @@ def test_bad_input_gets_clear_errors(setup, tokenizer):
         helpers.methods.mixing.context_mixing(model, encoding, "attention", rollout="yes")
     with pytest.raises(ValueError, match="norm-based"):
         helpers.methods.mixing.context_mixing(model, encoding, "attention", effective=True)
+    with pytest.raises(ValueError, match="rollout=True"):
+        helpers.methods.mixing.context_mixing(model, encoding, "globenc", aggregation="normalise_last")
+    with pytest.raises(ValueError, match="Unknown aggregation"):
+        helpers.methods.mixing.context_mixing(model, encoding, "globenc", rollout=True, aggregation="sum")
+    with pytest.raises(ValueError, match="Abnar"):
+        helpers.methods.mixing.context_mixing(model, encoding, "attention", rollout=True, aggregation="normalise_last")
     with pytest.raises(ValueError, match="Unknown options"):
         helpers.methods.mixing.context_mixing(model, encoding, "alti", samples=3)
     with pytest.raises(ValueError, match="no options"):
@@ -179,7 +273,7 @@ def test_bad_input_gets_clear_errors(setup, tokenizer):
     with pytest.raises(ValueError, match="layer"):
         helpers.methods.decomposition.decompose_layer(model, internals, 0)
     with pytest.raises(ValueError, match="non-negative"):
-        helpers.methods.mixing.normalise_rows(-torch.ones(2, 2))
+        helpers.methods.rollout.normalise_rows(-torch.ones(2, 2))
     with pytest.raises(ValueError, match="same shape"):
         helpers.methods.linalg.row_spearman(torch.ones(2, 2), torch.ones(3, 3))
     sdpa = make_tiny_bert(attn_implementation="sdpa")
@@ -217,11 +311,19 @@ def test_sweep_tables(tokenizer, one_thread):
         "hta",
         "attention rollout",
         "globenc rollout",
+        "globenc rollout (normalise first)",  # the toolkit's order, beside GlobEnc's own
         "globenc+eff rollout",
         "grad_input",
     }
     with pytest.raises(ValueError, match="kind"):
         helpers.drivers.mixing.agreement_table(sweep, "other")
+    orders = helpers.drivers.mixing.orders_table(sweep, measures=["globenc"])
+    table = helpers.drivers.mixing.agreement_table(sweep)
+    assert orders.loc["globenc", ("vs HTA (last layer)", "last")] == table.loc["globenc rollout", 2]
+    assert orders.loc["globenc", ("vs HTA (last layer)", "first")] == table.loc["globenc rollout (normalise first)", 2]
+    gap = helpers.drivers.mixing.rollout_order_gap(model, tokenizer, examples[:1])
+    assert list(gap.columns) == [1, 2, "[CLS] row Spearman"] and list(gap.index) == ["e0"]
+    assert gap.loc["e0", 1] < 1e-6 < gap.loc["e0", 2]  # the orders differ only once a product is taken
 
 
 def test_reference_check_against_exact_hta(tokenizer, one_thread):
@@ -248,7 +350,8 @@ def test_reference_check_against_exact_hta(tokenizer, one_thread):
     assert shift.loc["globenc rollout", 1] == pytest.approx(
         tables.estimate.loc["globenc rollout", 1] - tables.exact.loc["globenc rollout", 1]
     )
-    assert set(shift.index) == {"attention rollout", "globenc rollout", "grad_input"} and list(shift.columns) == [1, 2]
+    names = {"attention rollout", "globenc rollout", "globenc rollout (normalise first)", "grad_input"}
+    assert set(shift.index) == names and list(shift.columns) == [1, 2]
     exact_rho = helpers.methods.linalg.row_spearman(globenc.scores, exact.scores)[1]
     by_hand = float(np.median(expected.numpy())) - float(np.median(exact_rho.numpy()))  # the median of an even count
     assert shift.loc["globenc rollout", 2] == pytest.approx(by_hand)
@@ -275,3 +378,28 @@ def test_local_measures_equal_one_call_each(setup):
         helpers.methods.mixing.local_measures(model, internals, [("value_zeroing", {"effective": True})])
     with pytest.raises(TypeError, match="effective"):
         helpers.methods.mixing.local_measures(model, internals, [("alti", {"effective": "yes"})])
+
+
+def test_published_figures_sit_under_the_measure_they_were_computed_for():
+    from helpers.book import paper
+
+    Mixing = helpers.methods.mixing.Mixing
+
+    def name(measure, aggregation):
+        return Mixing(torch.zeros(1, 1, 1), measure, rollout=True, aggregation=aggregation).name
+
+    # ALTI's "norm rollout": ||T_i(x_j)|| with the residual and LN1, rows normalised per layer
+    assert paper.published_mixing(name("norm_residual_ln", "normalise_first")) == {"alti_sst2": 0.41}
+    assert paper.published_mixing(name("attention_norm", "normalise_first")) == {}
+    # GlobEnc's Table 1: every norm measure rolled out unnormalised
+    assert paper.published_mixing(name("norm_residual_ln", "normalise_last")) == {"globenc_table1": -0.21}
+    assert paper.published_mixing(name("globenc", "normalise_last")) == {"globenc_table1": 0.77}
+    assert paper.published_mixing(name("globenc", "normalise_first")) == {}
+    assert paper.published_mixing("attention rollout", task="mnli") == {"globenc_table1": -0.05}
+
+
+def test_every_local_measure_has_its_authors_rollout_order():
+    orders = helpers.methods.rollout.ROLLOUT_AGGREGATION
+    assert set(orders) == set(helpers.methods.mixing.LOCAL_MEASURES)
+    assert set(orders.values()) <= set(helpers.methods.rollout.AGGREGATIONS)
+    assert orders["globenc"] == "normalise_last"  # the GlobEnc code

@@ -332,7 +332,13 @@ def case_agreement():
 
 
 def case_leave_one_out():
-    return plots.plot_leave_one_out(_loo(), paper={"attention rollout": 0.2, "globenc rollout": 0.4})
+    return plots.plot_leave_one_out(
+        _loo(),
+        paper={
+            "attention rollout": {"globenc_table1": -0.24, "alti_sst2": -0.03},
+            "globenc rollout": {"globenc_table1": 0.77},
+        },
+    )
 
 
 def case_cost():
@@ -439,6 +445,19 @@ def case_neighbour_rates():
         ]
     )
     return plots.plot_neighbour_rates(table, chance=0.05)
+
+
+def case_distribution_distances():
+    rng = _rng()
+    frame = pd.DataFrame(
+        {
+            "raw A to effective": rng.uniform(0.5, 3, 12),
+            "nearest distribution to effective": rng.uniform(0.1, 2.5, 12),
+            "nearest distribution to raw A": rng.uniform(0.05, 0.7, 12),
+        },
+        index=range(1, 13),
+    )
+    return plots.plot_distribution_distances(frame)
 
 
 def case_self_contribution_by_class():

@@ -7,14 +7,14 @@ default.
 
 from __future__ import annotations
 
-from transformers import PreTrainedModel
+from transformers import AutoConfig, PreTrainedModel
 
 from ..model.decoder import DECODER_MODEL
 from ..model.families import UnsupportedFamilyError, family_of
 from ..model.loaded import LoadedModel
-from ..model.loading import DEFAULT_MODEL, load_model
+from ..model.loading import DEFAULT_MODEL, bundled_model_dir, load_model
 
-__all__ = ["CHAPTER_NEEDS", "chapter_applies", "chapter_default_model", "load_for_chapter"]
+__all__ = ["CHAPTER_NEEDS", "chapter_applies", "chapter_default_model", "load_for_chapter", "work_scale"]
 
 
 # What each chapter's method needs from the model:
@@ -102,3 +102,23 @@ def load_for_chapter(name: str | None, chapter: str) -> LoadedModel:
         print(f"Running on the bundled {default} instead.")
         model, tokenizer = load_model(default)
     return LoadedModel(model, tokenizer)
+
+
+def work_scale(model: PreTrainedModel, power: int = 2) -> float:
+    """How much more work ``model`` costs than the bundled default encoder: L d^power / (L_0 d_0^power).
+
+    A forward pass, a training step or one tangent through the network costs about
+    L d^2 multiply-adds per token (``power=2``); exact HTA pushes d tangents per token,
+    L d^3 (``power=3``). Chapters 7 and 8 divide their work by this ratio (fewer pairs,
+    shorter exact references, fewer epochs) so that a model of BERT-Base's shape
+    (8 times the default's L d^2, 16 times its L d^3) stays within the chapter budget.
+    """
+    if power not in (2, 3):
+        raise ValueError(f"power must be 2 (per token) or 3 (exact HTA); got {power!r}.")
+    config = getattr(model, "config", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    d = getattr(config, "hidden_size", None)
+    if not layers or not d:
+        raise ValueError(f"{type(model).__name__} has no num_hidden_layers / hidden_size in its config.")
+    default = AutoConfig.from_pretrained(bundled_model_dir())
+    return layers * d**power / (default.num_hidden_layers * default.hidden_size**power)

@@ -222,7 +222,8 @@ class Claims:
         """Save the record, then fail in strict mode if a claim does not hold; return the scoreboard."""
         if not self._claims:
             raise ValueError(f"chapter {self.chapter!r} registered no claims")
-        sections = claim_sections(Path(f"{self.chapter}.ipynb"))  # the notebook beside the kernel, if there
+        # the notebook beside the kernel, if it is there
+        sections = claim_sections(Path(f"{self.chapter}.ipynb"), ids=set(self._claims))
         self._claims = {k: replace(c, section=sections.get(k, c.section)) for k, c in self._claims.items()}
         self.save(folder)
         if self.mode == "strict" and self.failed:

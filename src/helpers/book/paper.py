@@ -69,20 +69,38 @@ HTA = {
 }
 
 # --------------------------------------------------------------------------- later work (chapter 7)
+# Each published figure is stored under the book's label of the measure it was computed for
+# (``helpers.methods.mixing.Mixing.name``: the measure, "rollout", and the order of the rollout
+# where it is not the measure's authors' own, ``mixing.ROLLOUT_AGGREGATION``).
 CONTEXT_MIXING = {
-    # GlobEnc Table 1: Spearman vs gradient x input saliency, fine-tuned BERT-Base, [CLS] row after rollout
+    # GlobEnc Table 1: Spearman vs gradient x input saliency, fine-tuned BERT-Base, [CLS] row of the
+    # last layer after rollout. The GlobEnc code rolls every norm measure out unnormalised.
     "globenc_table1": {
-        "attention": {"sst2": -0.11, "mnli": -0.06},
-        "rollout_fixed_residual": {"sst2": -0.24, "mnli": -0.05},
-        "attention_norm": {"sst2": 0.44, "mnli": 0.47},
-        "norm_residual": {"sst2": 0.73, "mnli": 0.75},
-        "norm_residual_ln": {"sst2": -0.21, "mnli": -0.06},
-        "globenc": {"sst2": 0.77, "mnli": 0.78},
+        "attention rollout (no residual)": {"sst2": -0.11, "mnli": -0.06},
+        "attention rollout": {"sst2": -0.24, "mnli": -0.05},  # 0.5 A + 0.5 I, their "fixed residual"
+        "attention_norm rollout (normalise last)": {"sst2": 0.44, "mnli": 0.47},
+        "norm_residual rollout (normalise last)": {"sst2": 0.73, "mnli": 0.75},
+        "norm_residual_ln rollout (normalise last)": {"sst2": -0.21, "mnli": -0.06},
+        "globenc rollout": {"sst2": 0.77, "mnli": 0.78},
     },
-    # ALTI's released results: BERT, SST-2, Spearman vs gradient-L2 saliency
-    "alti_sst2": {"attention": 0.29, "rollout": -0.03, "norm_rollout": 0.41, "alti": 0.55},
+    # ALTI's released results: BERT, SST-2, Spearman vs gradient-L2 saliency. Its "norm rollout" is
+    # the rollout of ||T_i(x_j)|| with the residual and LN1, rows normalised per layer: this book's
+    # norm_residual_ln rollout (equal to 2e-7 on the same input).
+    "alti_sst2": {
+        "attention": 0.29,
+        "attention rollout": -0.03,
+        "norm_residual_ln rollout": 0.41,
+        "alti rollout": 0.55,
+    },
     # Abnar & Zuidema 2020: DistilBERT, SST-2, Spearman vs gradients
-    "abnar_zuidema_sst2": {"attention": 0.09, "rollout": 0.13, "flow": 0.14},
+    "abnar_zuidema_sst2": {"attention": 0.09, "attention rollout": 0.13, "attention flow": 0.14},
+}
+
+# who published each table, as a figure's legend names it
+CONTEXT_MIXING_SOURCES = {
+    "globenc_table1": "GlobEnc, Table 1 (vs gradient x input)",
+    "alti_sst2": "ALTI (vs gradient L2)",
+    "abnar_zuidema_sst2": "Abnar & Zuidema (DistilBERT, vs gradients)",
 }
 
 
@@ -106,25 +124,27 @@ def globenc_seconds_per_example(kind: str = "jacobian") -> float:
     return GLOBENC_COST[kind] / GLOBENC_COST["examples"]
 
 
-# The book's labels for the published rows it compares with (leave-one-out ranking, last layer, after rollout)
-CONTEXT_MIXING_LABELS = {
-    "attention rollout": ("alti_sst2", "rollout"),
-    "attention_norm rollout": ("alti_sst2", "norm_rollout"),
-    "alti rollout": ("alti_sst2", "alti"),
-    "norm_residual rollout": ("globenc_table1", "norm_residual"),
-    "norm_residual_ln rollout": ("globenc_table1", "norm_residual_ln"),
-    "globenc rollout": ("globenc_table1", "globenc"),
-}
-__all__ += ["GLOBENC_COST", "globenc_seconds_per_example", "CONTEXT_MIXING_LABELS"]
+__all__ += ["GLOBENC_COST", "globenc_seconds_per_example", "CONTEXT_MIXING_SOURCES"]
 
 
-def published_mixing(label: str) -> float | None:
-    """The published Spearman (SST-2) for one of the book's measure labels, or None."""
-    if label not in CONTEXT_MIXING_LABELS:
-        return None
-    table, key = CONTEXT_MIXING_LABELS[label]
-    value = CONTEXT_MIXING[table][key]
-    return value["sst2"] if isinstance(value, dict) else value
+def published_mixing(label: str, task: str = "sst2") -> dict[str, float]:
+    """The published Spearman correlations for one of the book's measure labels: {table: value}.
+
+    ``label`` is a ``Mixing.name`` ("globenc rollout", "norm_residual rollout (normalise
+    last)"); a table appears only if it reports that measure, aggregated that way, on
+    BERT (Abnar & Zuidema's DistilBERT figures are left out). BERT-Base tables give
+    ``task`` ("sst2" or "mnli"). Empty when nobody published the measure.
+    """
+    found = {}
+    for table, rows in CONTEXT_MIXING.items():
+        if table == "abnar_zuidema_sst2" or label not in rows:
+            continue
+        value = rows[label]
+        if isinstance(value, dict):
+            found[table] = value[task]
+        elif task == "sst2":  # a table of one task, SST-2
+            found[table] = value
+    return found
 
 
 __all__ += ["published_mixing"]

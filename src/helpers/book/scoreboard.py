@@ -25,6 +25,7 @@ __all__ = [
     "Scoreboard",
     "verdict_counts",
     "verdict_html",
+    "departures_html",
     "claim_sections",
     "chapter_title",
 ]
@@ -174,6 +175,47 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
     return f'<table class="verdict"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def departures_html(report: pd.DataFrame, links: dict[str, str] | None = None) -> str:
+    """The claims of ``report`` (``claims.report_table``, ``chapter`` as the links' keys) that are
+    not plainly reproduced, one list item each, in chapter order: chapter and claim id (linked
+    to its section), this model's figure against the published one, and the chapter's reason.
+
+    Claims compared with a published figure by order only ("order only" tolerance: another
+    model or reference, so the size cannot agree) are one item per chapter, not one each.
+    """
+    links = links or {}
+    items: list[tuple[str, int, str]] = []  # (chapter, 0 for a claim or 1 for the orderings, html)
+    departures = report[report["verdict"] != "reproduced"]
+    by_order = departures["agrees"].str.endswith("(order only)") & (departures["verdict"] == "in kind")
+    for chapter, rows in departures[by_order].groupby("chapter", sort=False):
+        ids = ", ".join(f"<code>{html.escape(i)}</code>" for i in rows["id"])
+        href = html.escape(links.get(chapter, ""))
+        text = (
+            f'<li><a href="{href}">chapter {html.escape(str(chapter))}</a>: {len(rows)} orderings hold ({ids}); '
+            "their published figures are correlations of another model with another reference, so only "
+            "the order is compared.</li>"
+        )
+        items.append((str(chapter), 1, text))
+    for row in departures[~by_order].to_dict("records"):
+        href = links.get(row["chapter"], "") + (f"#{row['section']}" if row.get("section") else "")
+        reason = f" &mdash; {html.escape(row['note'])}" if row["note"] else ""
+        text = (
+            f'<li><a href="{html.escape(href)}">chapter {html.escape(str(row["chapter"]))} '
+            f"&middot; {html.escape(row['id'])}</a> ({row['verdict']}): {html.escape(row['this model'] or '-')} "
+            f"against {html.escape(row['published'] or '-')}{reason}</li>"
+        )
+        items.append((str(row["chapter"]), 0, text))
+    if not items:
+        return "<p>None.</p>"
+
+    def order(item):
+        chapter, kind, _ = item
+        return (0, int(chapter), "", kind) if chapter.isdigit() else (1, 0, chapter, kind)
+
+    return f'<ul class="departures">{"".join(text for *_, text in sorted(items, key=order))}</ul>'
+
+
+_STRING = re.compile(r"\"([a-z0-9][a-z0-9_.-]*)\"")
 _CLAIM_CALL = re.compile(r"claims\.(?:check|at_most|at_least|compare)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
 
 
@@ -189,12 +231,16 @@ def chapter_title(notebook: Path) -> str:
     raise ValueError(f"{notebook.name} has no '# ' heading.")
 
 
-def claim_sections(notebook: Path) -> dict[str, str]:
+def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
     """Claim id -> the anchor of the section (the last heading above it) whose cells register it.
 
     Read from the saved notebook; the anchors are the ids docutils gives headings
-    ("## Raw vs effective attention" -> "raw-vs-effective-attention"). Empty when
-    the notebook is not there (a copy run elsewhere): the scoreboard then has no links.
+    ("## Raw vs effective attention" -> "raw-vs-effective-attention"). Without ``ids``
+    a claim is found by its registering call (``claims.check("id", ...)``); with the
+    registered ``ids``, by the first code cell that names it as a string, so a claim
+    registered through a chapter's own function (``ordering("id", ...)``) is found too.
+    Empty when the notebook is not there (a copy run elsewhere): the scoreboard then
+    has no links.
     """
     from docutils.nodes import make_id
 
@@ -212,6 +258,7 @@ def claim_sections(notebook: Path) -> dict[str, str]:
                     current = anchor if anchor not in seen else ""  # a repeated heading gets another id
                     seen.add(anchor)
         elif cell.get("cell_type") == "code" and current:
-            for claim_id in _CLAIM_CALL.findall(source):
+            named = _CLAIM_CALL.findall(source) if ids is None else [i for i in _STRING.findall(source) if i in ids]
+            for claim_id in named:
                 sections.setdefault(claim_id, current)
     return sections

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
+from ..methods import distributions
 from ..methods.effective import effective_attention_and_rank
 from ..methods.linalg import DEFAULT_RTOL, numerical_rank, pearson
 from ..methods.tokens import attention_to, token_classes
@@ -73,3 +76,47 @@ def effective_attention_sweep(
     table["rank"] = table["rank"].astype(int)
     table["null_dim"] = table["null_dim"].astype(int)
     return table
+
+
+class NearestDistributions(NamedTuple):
+    """``nearest_distributions``: per head, how far the distributions with its output lie.
+
+    ``distances``: one row per head (index: head number 1..h) with the median L1
+    distances over rows "raw A to effective", "nearest distribution to effective"
+    and "nearest distribution to raw A", and the shares "effective rows with a
+    negative weight" and "nearest rows with a zero weight". ``matrices: (h, n, n)``
+    float64: raw attention with the solved rows replaced by the nearest distributions
+    (the input of chapter 3's keys test).
+    """
+
+    distances: pd.DataFrame
+    matrices: torch.Tensor
+
+
+def nearest_distributions(A: torch.Tensor, T: torch.Tensor, rows: Sequence[int] | None = None) -> NearestDistributions:
+    """For every head of one layer, the distribution with the head's output nearest to effective attention.
+
+    A: (h, n, n) one layer's attention, T: (h, n, d) its heads' T. Effective attention
+    is taken with the bias column (``distributions.simplex_effective_attention``), the
+    nearest distribution row by row in L1 (``distributions.closest_distribution``) on
+    ``rows`` (default all; one LP per row and head).
+    """
+    if A.dim() != 3 or T.dim() != 3 or A.shape[0] != T.shape[0]:
+        raise ValueError(f"A must be (h, n, n) and T (h, n, d) for one layer; got {tuple(A.shape)}, {tuple(T.shape)}.")
+    rows = list(range(A.shape[-1])) if rows is None else list(rows)
+    index = torch.tensor(rows, dtype=torch.long)
+    table, matrices = {}, []
+    for h in range(A.shape[0]):
+        A_h = A[h].double()
+        target = distributions.simplex_effective_attention(A_h, T[h])
+        nearest = distributions.closest_distribution(A_h, T[h], target, rows=rows)
+        matrices.append(A_h.index_copy(0, index, nearest.points))
+        table[head_number(h)] = {
+            "raw A to effective": float((A_h - target).abs().sum(-1).median()),
+            "nearest distribution to effective": float(nearest.distance.median()),
+            "nearest distribution to raw A": float((nearest.points - A_h[index]).abs().sum(-1).median()),
+            "effective rows with a negative weight": float((target < -1e-9).any(-1).double().mean()),
+            "nearest rows with a zero weight": float((nearest.points <= 1e-12).any(-1).double().mean()),
+        }
+    distances = pd.DataFrame(table).T.rename_axis("head")
+    return NearestDistributions(distances, torch.stack(matrices))

@@ -11,8 +11,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..methods import mixing
+from ..methods.decomposition import NORM_MEASURES
 from ..methods.linalg import row_spearman, spearman
 from ..methods.linearised import linearise
+from ..methods.rollout import AGGREGATIONS, ROLLOUT_AGGREGATION, normalise_rows, rollout_label
 from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
 from ..model.numbering import check_integer, check_seed
@@ -70,14 +72,30 @@ def _rows(example: str, measure: str, kind: str, rho: torch.Tensor, **extra) -> 
     ]
 
 
+# the local measures whose rollout the sweep also computes in the other order than their authors'
+# (raw attention only): GlobEnc's Table 1 rolls every norm measure out unnormalised, the toolkit
+# normalises first, and chapter 7 compares both
+BOTH_ORDERS = NORM_MEASURES
+
+
+def other_order(measure: str) -> str:
+    """The rollout order that is not ``measure``'s authors' (``ROLLOUT_AGGREGATION``)."""
+    return next(a for a in AGGREGATIONS if a != ROLLOUT_AGGREGATION[measure])
+
+
 def _global_measures(model, internals, lin, measures) -> dict[str, mixing.Mixing]:
-    """Every measure of ``measures`` after rollout, and grad_input, of one captured, linearised sequence."""
+    """Every measure of ``measures`` after rollout (in both orders for ``BOTH_ORDERS``), and grad_input,
+    of one captured, linearised sequence."""
     results = {}
     for local in mixing.local_measures(model, internals, measures):
-        rolled = mixing.rolled_out(local)
-        results[rolled.name] = rolled
+        orders = [None]
+        if local.measure in BOTH_ORDERS and not local.effective:
+            orders.append(other_order(local.measure))
+        for order in orders:
+            rolled = mixing.rolled_out(local, order)
+            results[rolled.name] = rolled
     grad = mixing.Mixing(
-        scores=mixing.normalise_rows(mixing.grad_input_scores(model, internals, lin)),
+        scores=normalise_rows(mixing.grad_input_scores(model, internals, lin)),
         measure="grad_input",
         rollout=False,
     )
@@ -104,7 +122,10 @@ def context_mixing_sweep(
     Args:
         examples: records with ``id``, ``text_a`` and optional ``text_b`` (``load_corpus``).
         measures: (measure, options) pairs of local measures; each runs once per layer
-            (local) and with rollout (global). ``grad_input`` always runs as a global measure.
+            (local) and with rollout (global), in its authors' order and, for the norm
+            measures on raw attention (``BOTH_ORDERS``), in the other order too (names
+            like "norm_residual rollout (normalise last)"). ``grad_input`` always runs as a
+            global measure.
         hta_options: options of the HTA reference (``context_mixing(..., "hta", **options)``),
             default exact.
         local_samples: sample count of the layer-local HTA estimate (None: exact).
@@ -166,11 +187,12 @@ def _median_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table.loc[sorted(table.index, key=_measure_order)]
 
 
-def _measure_order(measure: str) -> tuple[int, bool, str]:
-    """Sort key of a measure's name ("globenc+eff rollout"): its measure's place in ``mixing.MEASURES``."""
-    measure, _, _ = measure.split(" ")[0].partition("+")
+def _measure_order(name: str) -> tuple[int, bool, bool, str]:
+    """Sort key of a measure's name ("globenc+eff rollout"): its measure's place in ``mixing.MEASURES``,
+    then raw attention before effective, the authors' rollout order before the other."""
+    measure = name.split(" ")[0].partition("+")[0]
     place = mixing.MEASURES.index(measure) if measure in mixing.MEASURES else len(mixing.MEASURES)
-    return place, "+eff" in measure, measure
+    return place, "+eff" in name, "(" in name, name
 
 
 @dataclass
@@ -222,7 +244,13 @@ def check_reference(
             {"example": example.id, "n": n, "measure": f"hta (estimate, {samples} samples)", "seconds": seconds}
         )
         estimate_rows += _rows(example.id, "hta (estimate)", "exact", row_spearman(estimate.scores, exact.scores))
-        calls = [(measure, {"rollout": True, **options}) for measure, options in measures] + [("grad_input", {})]
+        calls = [(measure, {"rollout": True, **options}) for measure, options in measures]
+        calls += [
+            (measure, {"rollout": True, "aggregation": other_order(measure)})
+            for measure, options in measures
+            if measure in BOTH_ORDERS and not options.get("effective", False)
+        ]
+        calls.append(("grad_input", {}))
         for measure, options in calls:
             seconds, result = timed(mixing.context_mixing, model, encoding, measure, **options)
             cost.append({"example": example.id, "n": n, "measure": result.name, "seconds": seconds})
@@ -260,3 +288,42 @@ def cost_table(check: ReferenceCheck) -> pd.DataFrame:
     table = check.cost.groupby("measure")["seconds"].median().to_frame("seconds per sentence")
     table["fraction of exact HTA"] = table["seconds per sentence"] / table.loc["hta (exact)", "seconds per sentence"]
     return table.sort_values("seconds per sentence")
+
+
+def rollout_order_gap(model, tokenizer, examples: Iterable, measure: str = "globenc") -> pd.DataFrame:
+    """How far the two rollout orders of one measure differ, per example (rows: example ids).
+
+    Columns 1..L: the largest |difference| between the scores rolled out
+    "normalise_last" and "normalise_first" after each layer (a share of a row's
+    mass); "[CLS] row Spearman": the Spearman correlation of the two orders' last
+    rows for the first token, the row GlobEnc's Table 1 scores.
+    """
+    rows, index = [], []
+    for example in examples:
+        encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
+        last, first = (
+            mixing.context_mixing(model, encoding, measure, rollout=True, aggregation=order)
+            for order in ("normalise_last", "normalise_first")
+        )
+        gap = (last.scores - first.scores).abs().amax(dim=(1, 2))
+        rows.append([*map(float, gap), spearman(last.scores[-1, 0], first.scores[-1, 0])])
+        index.append(example.id)
+    layers = list(range(1, len(rows[0]))) if rows else []
+    table = pd.DataFrame(rows, index=index, columns=[*layers, "[CLS] row Spearman"])
+    return table.rename_axis(index="example", columns="layer")
+
+
+def orders_table(sweep: MixingSweep, measures: Sequence[str] = BOTH_ORDERS) -> pd.DataFrame:
+    """Each measure's last-layer median agreement with HTA and median Spearman with leave-one-out,
+    in both rollout orders: rows ``measures``, columns (target, "first" | "last")."""
+    last = agreement_table(sweep, "global")
+    last = last[last.columns[-1]]
+    loo = sweep.loo.groupby("measure")["rho"].median()
+    return pd.DataFrame(
+        {
+            (target, order.split("_")[1]): [float(scores[rollout_label(m, order)]) for m in measures]
+            for target, scores in (("vs HTA (last layer)", last), ("vs leave-one-out", loo))
+            for order in AGGREGATIONS
+        },
+        index=list(measures),
+    )

@@ -7,11 +7,14 @@ A method never loads a model, runs a corpus or draws.
   alternative attention with the same output (chapters 2-3).
 * :mod:`~helpers.methods.effective`, :mod:`~helpers.methods.causal`, :mod:`~helpers.methods.tokens`:
   effective attention, bidirectional and causal, and attention per token class (chapters 4, 9).
+* :mod:`~helpers.methods.distributions`: the distributions with a head's output nearest to
+  effective attention (chapter 4, the critics).
 * :mod:`~helpers.methods.hidden_tokens`, :mod:`~helpers.methods.probes`: maps from hidden tokens back
   to input tokens (chapter 5).
 * :mod:`~helpers.methods.jacobians`, :mod:`~helpers.methods.attribution`,
   :mod:`~helpers.methods.word_classes`: Hidden Token Attribution (chapter 6).
-* :mod:`~helpers.methods.decomposition`, :mod:`~helpers.methods.mixing`: context-mixing measures (chapter 7).
+* :mod:`~helpers.methods.decomposition`, :mod:`~helpers.methods.rollout`, :mod:`~helpers.methods.mixing`:
+  context-mixing measures and their rollouts (chapter 7).
 * :mod:`~helpers.methods.reference`: slow, obviously correct versions the tests compare against.
 """
 
@@ -19,6 +22,7 @@ from . import (
     attribution,
     causal,
     decomposition,
+    distributions,
     effective,
     hidden_tokens,
     jacobians,
@@ -29,6 +33,7 @@ from . import (
     nullspace,
     probes,
     reference,
+    rollout,
     tokens,
     word_classes,
 )

@@ -130,6 +130,22 @@ def row_spearman(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(rho)
 
 
+def cosine_distance(u: torch.Tensor, v: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """1 - cos(u, v) along ``dim``, computed as 0.5 ||u/|u| - v/|v|||^2: (..., d) twice -> (...,).
+
+    The two are equal in exact arithmetic, but ``1 - cos`` subtracts two numbers
+    close to 1 and loses every digit of a distance near float32's epsilon (1e-7):
+    a distance of 1e-8 comes out as 0 or as noise. The squared distance of the unit
+    vectors keeps its relative precision however small it is. A zero vector raises.
+    """
+    if not isinstance(u, torch.Tensor) or not isinstance(v, torch.Tensor):
+        raise TypeError("u and v must be tensors.")
+    nu, nv = u.norm(dim=dim, keepdim=True), v.norm(dim=dim, keepdim=True)
+    if (nu == 0).any() or (nv == 0).any():
+        raise ValueError("The cosine distance of a zero vector is not defined.")
+    return 0.5 * (u / nu - v / nv).pow(2).sum(dim)
+
+
 def spearman(a, b) -> float:
     """Spearman correlation of two 1-D sequences of the same length."""
     a, b = torch.as_tensor(np.asarray(a, dtype=float)), torch.as_tensor(np.asarray(b, dtype=float))

@@ -23,7 +23,8 @@ Local measures (one layer, input of layer l -> its output), each as its authors 
 * ``alti``              max(0, ||y_i||_1 - ||y_i - g1(z_ij)||_1), y_i LN1's real output
                         (Ferrando et al. 2022).
 * ``value_zeroing``     cosine distance between layer l's output of token i and the output
-                        when token j's value vectors are zeroed in every head (Mohebbi et al. 2023).
+                        when token j's value vectors are zeroed in every head (Mohebbi et al. 2023),
+                        computed without cancellation, so float32 keeps distances of 1e-8.
 
 Global measures (input embeddings x -> hidden state l), comparable with HTA:
 
@@ -31,8 +32,22 @@ Global measures (input embeddings x -> hidden state l), comparable with HTA:
                   (the first-order change of e^l_i when the word is removed).
 * ``hta``         Hidden Token Attribution (chapter 6), exact or estimated.
 
-``rollout=True`` makes a local measure global: M^l_global = M^l M^(l-1)_global,
-with 0.5 A + 0.5 I (rows renormalised) for raw attention. ``effective=True``
+``rollout=True`` makes a local measure global: G^1 = M^1, G^l = M^l G^(l-1), in
+one of two orders (``aggregation``), each the one some authors use:
+
+* ``"normalise_first"``: each layer's rows normalised to 1, then the product
+  (Abnar & Zuidema 2020, with 0.5 A + 0.5 I for raw attention; ALTI's code;
+  value zeroing's; Mohebbi et al.'s context-mixing toolkit for the norm measures).
+* ``"normalise_last"``: the unnormalised scores (the norms themselves) multiplied
+  out, each row of G^l normalised once at the end for the book's tables (the
+  GlobEnc code: its normalisation lines are commented out, in its rollout and in
+  its in-model aggregation; GlobEnc's Table 1 scores every norm measure this way).
+
+The default is the measure's authors' order (``rollout.ROLLOUT_AGGREGATION``): ``globenc``
+normalises last, every other measure first. Since the row sums of a layer differ
+from token to token (up to 15x in layer 1 of the bundled model), the two orders
+weight the paths through the layers differently and give different scores.
+``effective=True``
 replaces A by effective attention (chapter 4) in the norm-based measures; since
 A_eff T = A T, every decomposition above still sums to the layer's real output.
 ``local_hta`` gives the layer-local reference: ||d e^l_i / d e^(l-1)_j||_F.
@@ -54,6 +69,15 @@ from ..model.text import check_encoding, check_single_sequence
 from . import jacobians, linearised
 from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
 from .decomposition import NORM_MEASURES, LayerDecomposition, decompose_layer, norm_scores
+from .linalg import cosine_distance
+from .rollout import (
+    attention_rollout,
+    check_aggregation,
+    normalise_rows,
+    plain_rollout,
+    rollout_label,
+    unnormalised_rollout,
+)
 
 __all__ = [
     "MEASURES",
@@ -64,10 +88,7 @@ __all__ = [
     "Mixing",
     "context_mixing",
     "local_measures",
-    "plain_rollout",
-    "attention_rollout",
     "rolled_out",
-    "normalise_rows",
     "value_zeroing_scores",
     "grad_input_scores",
     "local_hta",
@@ -99,14 +120,19 @@ class Mixing:
     """Context-mixing scores of one sequence: ``scores[l - 1][i, j]`` for layer l, hidden token i, input j.
 
     ``scores: (L, n, n)``, rows sum to 1, on the CPU. ``rollout`` tells whether a
-    local measure was composed across layers; ``is_global`` whether row i
-    describes input embeddings -> hidden state l (rollout, or a global measure).
+    local measure was composed across layers, and ``aggregation`` in which order
+    (``AGGREGATIONS``; None without rollout); ``is_global`` whether row i describes
+    input embeddings -> hidden state l (rollout, or a global measure). A local
+    measure keeps ``totals: (L, n)``, each row's sum before it was normalised, so
+    that its rollout can multiply the unnormalised scores.
     """
 
     scores: torch.Tensor  # (L, n, n)
     measure: str
     rollout: bool
     effective: bool = False
+    aggregation: str | None = None
+    totals: torch.Tensor | None = None  # (L, n)
 
     @property
     def num_layers(self) -> int:
@@ -122,52 +148,41 @@ class Mixing:
 
     @property
     def name(self) -> str:
-        """A label for tables: the measure, with ``+eff`` and ``rollout`` where used."""
-        name = self.measure + ("+eff" if self.effective else "")
-        return f"{name} rollout" if self.rollout else name
+        """A label for tables: the measure, with ``+eff`` and ``rollout`` where used.
+
+        A rollout in another order than its authors' says so: "norm_residual rollout
+        (normalise last)", "globenc rollout (normalise first)".
+        """
+        if not self.rollout:
+            return self.measure + ("+eff" if self.effective else "")
+        return rollout_label(self.measure, self.aggregation, self.effective)
 
     def at(self, layer: int) -> torch.Tensor:
         """Scores of one layer (1..L): (n, n)."""
         return self.scores[layer_index(layer, self.num_layers)]
 
 
-def normalise_rows(M: torch.Tensor) -> torch.Tensor:
-    """M / M.sum(-1) for non-negative M: (..., n, n); a zero row raises."""
-    if M.dim() < 2:
-        raise ValueError(f"Expected (..., n, n) scores; got {tuple(M.shape)}.")
-    if (M < 0).any():
-        raise ValueError("Scores must be non-negative before rows are normalised.")
-    total = M.sum(-1, keepdim=True)
-    if (total == 0).any():
-        raise ValueError("A row of scores is all zero; it cannot be normalised.")
-    return M / total
+def rolled_out(local: Mixing, aggregation: str | None = None) -> Mixing:
+    """The global version of a local ``Mixing``, in the order ``aggregation`` (default: its authors').
 
-
-def plain_rollout(local: torch.Tensor) -> torch.Tensor:
-    """Plain rollout: G^1 = M^1, G^l = M^l G^(l-1), for local: (L, n, n) -> (L, n, n)."""
-    if local.dim() != 3 or local.shape[-1] != local.shape[-2]:
-        raise ValueError(f"local scores must be (L, n, n); got {tuple(local.shape)}.")
-    out = [local[0]]
-    for M in local[1:]:
-        out.append(M @ out[-1])
-    return torch.stack(out)
-
-
-def attention_rollout(A_mean: torch.Tensor) -> torch.Tensor:
-    """Abnar & Zuidema's rollout: 0.5 A + 0.5 I per layer, rows renormalised, then the product.
-
-    A_mean: (L, n, n) head-averaged attention -> (L, n, n).
+    ``"normalise_first"`` multiplies the normalised rows (``attention_rollout`` for raw
+    attention); ``"normalise_last"`` multiplies the unnormalised scores (``local.totals``
+    restores them) and normalises each layer's rows at the end (``unnormalised_rollout``).
     """
-    eye = torch.eye(A_mean.shape[-1], dtype=A_mean.dtype)
-    return plain_rollout(normalise_rows(0.5 * A_mean + 0.5 * eye))
-
-
-def rolled_out(local: Mixing) -> Mixing:
-    """The global version of a local ``Mixing``: the rollout its authors use (see ``context_mixing``)."""
     if local.rollout or local.measure in GLOBAL_MEASURES or local.measure not in LOCAL_MEASURES:
         raise ValueError(f"{local.name!r} is not a local measure; rollout is not defined for it.")
-    scores = attention_rollout(local.scores) if local.measure == "attention" else plain_rollout(local.scores)
-    return Mixing(scores=scores, measure=local.measure, rollout=True, effective=local.effective)
+    aggregation = check_aggregation(local.measure, aggregation)
+    if local.measure == "attention":
+        scores = attention_rollout(local.scores)
+    elif aggregation == "normalise_first":
+        scores = plain_rollout(local.scores)
+    else:
+        if local.totals is None:
+            raise ValueError(f"{local.name!r} has lost its row sums (totals); it cannot be rolled out unnormalised.")
+        scores = unnormalised_rollout(local.scores * local.totals[..., None])
+    return Mixing(
+        scores=scores, measure=local.measure, rollout=True, effective=local.effective, aggregation=aggregation
+    )
 
 
 @torch.no_grad()
@@ -177,7 +192,9 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     C_ij = 1 - cos(e_i, e_i^(-j)), e^(-j) the layer's output recomputed from its
     original input with token j's value vectors zeroed in every head. Only the
     values change, so the new head outputs are A V - A[:, j] V_j; all n variants
-    run through the rest of the layer as one batch.
+    run through the rest of the layer as one batch. The distance is computed
+    without cancellation (``linalg.cosine_distance``): in the first layers many
+    C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32.
     """
     index = layer_index(layer, internals.num_layers)
     block = model.encoder.layer[index]
@@ -191,8 +208,8 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     y = block.attention.output.LayerNorm(dense + E[None])
     out = block.output(block.intermediate(y), y)  # (j, i, d)
     original = internals.hidden_states[index + 1]
-    distance = 1 - torch.nn.functional.cosine_similarity(out, original[None], dim=-1)  # (j, i)
-    return distance.T.clamp_min(0)
+    distance = cosine_distance(out, original[None].expand_as(out))  # (j, i)
+    return distance.T
 
 
 @torch.no_grad()
@@ -285,6 +302,7 @@ def context_mixing(
     encoding: BatchEncoding,
     measure: str,
     rollout: bool = False,
+    aggregation: str | None = None,
     **options,
 ) -> Mixing:
     """Context-mixing scores of one sequence by one measure: ``Mixing.scores`` (L, n, n), rows sum to 1.
@@ -295,6 +313,9 @@ def context_mixing(
         measure: one of ``MEASURES`` (see the module docstring).
         rollout: compose a local measure across layers (global scores); not defined
             for ``grad_input`` and ``hta``, which are global already.
+        aggregation: with ``rollout``, ``"normalise_first"`` or ``"normalise_last"``
+            (module docstring); None: the measure's authors' order (``rollout.ROLLOUT_AGGREGATION``:
+            GlobEnc's code normalises last, the others first).
         **options: ``effective=True`` for the norm-based methods (A -> effective attention);
             for ``hta`` ``estimator="exact"`` (default) or ``"estimate"`` and the other options
             of ``hidden_token_attribution`` (its sample count, seed, ...).
@@ -312,6 +333,10 @@ def context_mixing(
         raise ValueError(
             f"{measure!r} already describes input embeddings -> hidden state l; rollout is not defined for it."
         )
+    if aggregation is not None and not rollout:
+        raise ValueError("aggregation orders a rollout; pass rollout=True with it.")
+    if rollout:
+        aggregation = check_aggregation(measure, aggregation)
     check_supported(model)
     check_encoding(model, encoding)
     if measure == "hta":
@@ -324,7 +349,7 @@ def context_mixing(
     internals = capture(model, encoding)  # the one forward pass; everything below reads it
     if measure in LOCAL_MEASURES:
         result = local_measures(model, internals, [(measure, options)])[0]
-        return rolled_out(result) if rollout else result
+        return rolled_out(result, aggregation) if rollout else result
     lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
     if measure == "hta":
         return hta_mixing(lin, encoding, hta)
@@ -359,12 +384,16 @@ def local_measures(model: PreTrainedModel, internals: Internals, measures: Seque
     """
     checked = [(measure, _measure_options(measure, dict(options))) for measure, options in measures]
     L = internals.num_layers
-    decompositions: dict[bool, list[LayerDecomposition]] = {}
-    for measure, effective in checked:
-        if measure in NORM_MEASURES and effective not in decompositions:
-            decompositions[effective] = [
-                decompose_layer(model, internals, layer, effective) for layer in range(1, L + 1)
-            ]
+    # one decomposition per layer and attention kind, read by every norm measure, then dropped
+    # (a layer's vectors take n^2 d floats: all layers at once would not fit for long inputs)
+    norm_scores_of: dict[tuple[str, bool], list[torch.Tensor]] = {(m, e): [] for m, e in checked if m in NORM_MEASURES}
+    for kind in sorted({e for _, e in norm_scores_of}):
+        for layer in range(1, L + 1):
+            parts: LayerDecomposition = decompose_layer(model, internals, layer, kind)
+            for measure, effective in norm_scores_of:
+                if effective == kind:
+                    norm_scores_of[(measure, effective)].append(norm_scores(parts, measure))
+            del parts
     results = []
     for measure, effective in checked:
         if measure == "attention":
@@ -372,9 +401,16 @@ def local_measures(model: PreTrainedModel, internals: Internals, measures: Seque
         elif measure == "value_zeroing":
             local = torch.stack([value_zeroing_scores(model, internals, layer) for layer in range(1, L + 1)])
         else:
-            local = torch.stack([norm_scores(parts, measure) for parts in decompositions[effective]])
+            local = torch.stack(norm_scores_of[(measure, effective)])
+        local = local.float().cpu()
         results.append(
-            Mixing(scores=normalise_rows(local.float().cpu()), measure=measure, rollout=False, effective=effective)
+            Mixing(
+                scores=normalise_rows(local),
+                measure=measure,
+                rollout=False,
+                effective=effective,
+                totals=local.sum(-1),
+            )
         )
     return results
 
@@ -396,4 +432,4 @@ def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id
     if encoding.get("token_type_ids") is not None:
         batch["token_type_ids"] = encoding["token_type_ids"].repeat(n + 1, 1)
     pooled = model(**batch).last_hidden_state.mean(1)  # (n + 1, d)
-    return (1 - torch.nn.functional.cosine_similarity(pooled[1:], pooled[:1], dim=-1)).cpu()
+    return cosine_distance(pooled[1:], pooled[:1].expand_as(pooled[1:])).cpu()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...methods.mixing import attention_rollout
+from ...methods.rollout import attention_rollout
 from .checking import compare
 
 __all__: list[str] = ["check_attention_rollout"]
@@ -36,7 +36,7 @@ def check_attention_rollout(attention_rollout_function: Callable) -> bool:
     ``A_mean`` is (L, n, n), each layer's head-averaged attention with rows summing
     to one; the answer is (L, n, n) with G^1 = M^1 and G^l = M^l G^(l-1), where
     M^l = 0.5 A^l + 0.5 I with its rows renormalised. The reference is the book's own
-    ``helpers.methods.mixing.attention_rollout``, on six fresh stacks (seed 0).
+    ``helpers.methods.rollout.attention_rollout``, on six fresh stacks (seed 0).
     """
     return compare(
         "attention_rollout",

@@ -11,7 +11,12 @@ from .attribution import (
 
 # ---- chapter 9: decoders ----
 from .decoder import plot_causal_null_dimensions, plot_sink
-from .effective import plot_attention_split, plot_correlation_vs_length, plot_token_class_attention
+from .effective import (
+    plot_attention_split,
+    plot_correlation_vs_length,
+    plot_distribution_distances,
+    plot_token_class_attention,
+)
 from .heatmaps import token_heatmap
 
 # ---- chapter 3: do the keys allow the alternatives?

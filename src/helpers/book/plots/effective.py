@@ -165,3 +165,30 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     title = "Where raw and effective attention go"
     fig.suptitle(title + (f" ({source})" if source else ""))
     return fig
+
+
+def plot_distribution_distances(distances: pd.DataFrame, ax=None):
+    """How far the distributions with a head's output lie from raw and effective attention, per head.
+
+    distances: one row per head (index: head number 1..h) with the columns
+    "raw A to effective", "nearest distribution to effective" and "nearest
+    distribution to raw A" (median L1 distance over a head's rows), as chapter 4
+    computes them with ``helpers.methods.distributions``. Grouped bars, one group per head.
+    """
+    columns = ["raw A to effective", "nearest distribution to effective", "nearest distribution to raw A"]
+    missing = [c for c in columns if c not in distances.columns]
+    if missing:
+        raise ValueError(f"distances lacks the columns {missing}.")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9.6, 4.6), layout="constrained")
+    x = np.arange(len(distances))
+    width = 0.27
+    colours = [NULL, EFFECTIVE, RAW]
+    for k, (column, colour) in enumerate(zip(columns, colours, strict=True)):
+        ax.bar(x + (k - 1) * width, distances[column], width, color=colour, label=column)
+    ax.set_xticks(x)
+    ax.set_xticklabels([str(h) for h in distances.index])
+    ax.set_xlabel("head")
+    ax.set_ylabel("median L1 distance over rows")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    return ax

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..paper import CONTEXT_MIXING_SOURCES
+
 
 def base_measure(measure: str) -> str:
     """The measure without its effective-attention variant: "globenc+eff rollout" -> "globenc rollout"."""
@@ -66,26 +68,31 @@ def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None,
 def plot_leave_one_out(loo: pd.DataFrame, paper: dict | None = None, ax=None):
     """Median (bar) and interquartile range (whisker) of the Spearman with leave-one-out, per measure.
 
-    paper: optional {measure: published value} drawn as crosses (other model, target and task).
+    paper: optional {measure: {table: published value}} (``paper.published_mixing`` per
+    measure), one marker per table (another model, target and task), named in the legend
+    by ``paper.CONTEXT_MIXING_SOURCES``.
     """
     stats = loo.groupby("measure")["rho"].quantile([0.25, 0.5, 0.75]).unstack().sort_values(0.5)
     if ax is None:
-        _, ax = plt.subplots(figsize=(8.0, 0.36 * len(stats) + 1.6), layout="constrained")
+        _, ax = plt.subplots(figsize=(8.0, 0.36 * len(stats) + 1.8), layout="constrained")
     y = np.arange(len(stats))
     ax.barh(y, stats[0.5], color="#8fb3d9")
     ax.errorbar(stats[0.5], y, xerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], fmt="none", color="k", lw=1)
-    if paper:
-        points = [(i, paper[m]) for i, m in enumerate(stats.index) if m in paper]
+    tables = sorted({table for values in (paper or {}).values() for table in values})
+    for table, (marker, colour) in zip(tables, [("x", "#c44e52"), ("D", "#55a868"), ("^", "#8172b2")], strict=False):
+        points = [(i, paper[m][table]) for i, m in enumerate(stats.index) if table in paper.get(m, {})]
         if points:
             ax.scatter(
                 [v for _, v in points],
                 [i for i, _ in points],
-                marker="x",
-                color="#c44e52",
+                marker=marker,
+                s=36,
+                color=colour,
                 zorder=3,
-                label="published (BERT-Base, SST-2, vs gradient saliency)",
+                label=f"published: {CONTEXT_MIXING_SOURCES.get(table, table)}",
             )
-            ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    if tables:
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1)
     ax.set_yticks(y)
     ax.set_yticklabels(stats.index, fontsize=10)
     ax.axvline(0, color="grey", lw=0.5)
