@@ -115,6 +115,23 @@ def test_on_a_captured_tiny_llama_with_grouped_heads(one_thread):
     torch.testing.assert_close(eff[1, 2].double(), reference, atol=1e-5, rtol=0)
 
 
+def test_effective_attention_of_a_decoder_capture_is_causal(one_thread):
+    """No silent bidirectional split on a decoder: the capture's own causality decides."""
+    from helpers.model.capture import capture_generic
+
+    from .test_families import encoding, make_tiny
+
+    internals = capture_generic(make_tiny("llama"), encoding(n=20))
+    assert internals.causal and internals.n > internals.V.shape[-1]  # a null space to get wrong
+    split = helpers.effective_attention_of(internals)
+    assert future_mass(split.effective.abs()).max() == 0
+    expected = causal_effective_attention(internals.A, V=internals.V, H=internals.H, groups=internals.groups)
+    torch.testing.assert_close(split.effective, expected.effective)
+    # the bidirectional split of the same capture would move mass onto future positions
+    wrong = helpers.effective_attention(internals.A, V=internals.V, H=internals.H).effective
+    assert future_mass(wrong.abs()).max() > 1e-3
+
+
 def test_attention_on_position_sums_the_rows_from_from_row():
     A, V, H = causal_head(heads=2)
     eff = causal_effective_attention(A, V=V, H=H).effective

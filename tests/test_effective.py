@@ -5,7 +5,8 @@ import torch
 
 import helpers
 from helpers.drivers.effective import effective_attention_sweep
-from helpers.methods.effective import effective_attention, effective_attention_of
+from helpers.methods.captured import effective_attention_of
+from helpers.methods.effective import effective_attention
 from helpers.methods.linalg import pearson, range_basis
 from helpers.methods.reference import effective_attention_loop
 from helpers.methods.tokens import summarise_token_classes

@@ -137,6 +137,21 @@ def test_bad_tensors():
         helpers.attention_bounds(A.numpy(), T, progress=False)
 
 
+def test_a_causal_head_is_bounded_on_each_row_s_prefix():
+    """A decoder's rows are refused as a whole sequence; each row's prefix gives its own polytope."""
+    torch.manual_seed(0)
+    n, d_v = 10, 3
+    logits = torch.randn(n, n, dtype=torch.float64).masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
+    A = torch.softmax(logits, -1)
+    T = torch.randn(n, d_v, dtype=torch.float64) @ torch.randn(d_v, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"causal.*A\[:6, :6\], T\[:6\], rows=\[5\]"):
+        helpers.attention_bounds(A, T, rows=[5], progress=False)
+    prefix = helpers.attention_bounds(A[:6, :6], T[:6], rows=[5], progress=False)
+    assert (prefix.lower[5] <= A[5, :6] + 1e-9).all() and (A[5, :6] <= prefix.upper[5] + 1e-9).all()
+    assert prefix.upper[5].max() - prefix.lower[5].min() > 1e-3  # 6 > d_v + 1: a real polytope
+    helpers.attention_bounds(A, T, rows=[n - 1], progress=False)  # the last row sees everything
+
+
 def test_check_reports_valid_bounds_and_catches_tampering():
     A, T = random_head(n=14, d_v=4, seed=7)
     bounds = helpers.attention_bounds(A, T, progress=False)

@@ -81,6 +81,47 @@ class ModuleSummary(Directive):
         return holder.children
 
 
+DASH = "\u2014"
+
+
+class SupportTable(Directive):
+    """``.. support-table::``: ``helpers.book.support.SUPPORT`` as a table, each name linked to its entry."""
+
+    def run(self):
+        import helpers
+        from helpers.book.support import SUPPORT
+
+        lines = [
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :widths: 30 14 56",
+            "   :class: module-summary",
+            "",
+        ]
+        lines += [
+            "   * - function",
+            "     - applies to",
+            "     - with the other kind",
+        ]
+        for name, (applies, note) in SUPPORT.items():
+            obj = getattr(helpers, name)
+            role = "class" if inspect.isclass(obj) else "func"
+            lines += [
+                f"   * - :py:{role}:`helpers.{name} <{obj.__module__}.{name}>`",
+                f"     - {applies}",
+                f"     - {note or DASH}",
+            ]
+        from docutils import nodes
+
+        holder = nodes.section()
+        holder.document = self.state.document
+        self.state.nested_parse(
+            StringList(lines, source="helpers.book.support"), 0, holder
+        )
+        return holder.children
+
+
 def setup(app):
     app.add_directive("module-summary", ModuleSummary)
+    app.add_directive("support-table", SupportTable)
     return {"parallel_read_safe": True}

@@ -59,8 +59,9 @@ from .drivers.identifiability import collect_hidden_tokens, probe_layers
 from .drivers.mixing import context_mixing_sweep
 from .drivers.ranks import rank_sweep
 from .methods.attribution import hidden_token_attribution
+from .methods.captured import effective_attention_of
 from .methods.causal import causal_effective_attention
-from .methods.effective import effective_attention, effective_attention_of
+from .methods.effective import effective_attention
 from .methods.linalg import numerical_rank
 from .methods.lp_bounds import attention_bounds
 from .methods.mixing import context_mixing

@@ -24,7 +24,7 @@ import torch
 from ..methods.linalg import DEFAULT_RTOL, relative_output_change
 from ..methods.lp_bounds import extreme_alternative
 from ..methods.nullspace import null_projection, simplex_null_space, step_range
-from ..model.checks import check_attention_and_values, check_attention_distribution
+from ..model.checks import check_attention_and_values, check_attention_distribution, check_not_causal
 
 
 class NullSpaceExplorer:
@@ -59,6 +59,7 @@ class NullSpaceExplorer:
 
         check_attention_and_values(A, T)
         check_attention_distribution(A)
+        check_not_causal(A, "the null-space explorer")
         if tokens is not None and len(tokens) != A.shape[0]:
             raise ValueError(f"{len(tokens)} tokens for an attention matrix of {A.shape[0]} rows.")
         N = simplex_null_space(T, rtol)

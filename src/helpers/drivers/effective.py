@@ -14,7 +14,9 @@ from ..methods.effective import effective_attention_and_rank
 from ..methods.linalg import DEFAULT_RTOL, numerical_rank, pearson
 from ..methods.tokens import attention_to, token_classes
 from ..model.capture import capture
+from ..model.checks import UnsupportedModelError
 from ..model.corpus import check_records
+from ..model.families import family_of
 from ..model.numbering import head_number, layer_number
 from ..model.text import encode, text_pair_of, tokens_of
 
@@ -35,12 +37,22 @@ def effective_attention_sweep(
         rtol: rank tolerance, relative to the largest singular value.
         progress: show a tqdm bar.
 
+    Raises:
+        UnsupportedModelError: a causal model (a decoder), whose rows each have their own null space.
+
     Returns:
         A pandas DataFrame with columns ``example`` (``Example.id``; the index for a plain
         string), ``source, n, layer, head, rank, null_dim, correlation`` (Pearson, raw vs effective) and, for each token
         class ``c`` of ``helpers.methods.tokens.token_classes``, ``raw_c`` and ``effective_c``
         (``helpers.methods.tokens.attention_to``). Layers and heads count from 1.
     """
+    if family_of(model).causal:
+        raise UnsupportedModelError(
+            f"effective_attention_sweep splits each head with one null space for the whole sequence; "
+            f"{type(model).__name__} is causal, and each of its rows has its own (the prefix it sees). "
+            "For a decoder use helpers.effective_attention_of(helpers.capture(model, encoding)), which "
+            "splits row by row, or helpers.sink_sweep (chapter 9)."
+        )
     records = check_records(examples)
     rows = []
     full_row_rank = None  # the weights, hence the ranks of H, are the same for every example

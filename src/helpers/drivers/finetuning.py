@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from ..methods.effective import effective_attention_of
+from ..methods.captured import effective_attention_of
 from ..methods.tokens import attention_to
 from ..model.capture import capture
 from ..model.checks import check_supported

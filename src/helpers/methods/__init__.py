@@ -6,7 +6,8 @@ A method never loads a model, runs a corpus or draws.
 * :mod:`~helpers.methods.nullspace`, :mod:`~helpers.methods.lp_bounds`, :mod:`~helpers.methods.keys`:
   alternative attention with the same output (chapters 2-3).
 * :mod:`~helpers.methods.effective`, :mod:`~helpers.methods.causal`, :mod:`~helpers.methods.tokens`:
-  effective attention, bidirectional and causal, and attention per token class (chapters 4, 9).
+  effective attention, bidirectional and causal, and attention per token class (chapters 4, 9);
+  :mod:`~helpers.methods.captured` splits a capture as its model is, bidirectional or causal.
 * :mod:`~helpers.methods.distributions`: the distributions with a head's output nearest to
   effective attention (chapter 4, the critics).
 * :mod:`~helpers.methods.hidden_tokens`, :mod:`~helpers.methods.probes`: maps from hidden tokens back
@@ -20,6 +21,7 @@ A method never loads a model, runs a corpus or draws.
 
 from . import (
     attribution,
+    captured,
     causal,
     decomposition,
     distributions,

@@ -26,7 +26,6 @@ from typing import NamedTuple
 import torch
 
 from ..model.checks import check_matrix
-from ..model.internals import Internals
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 
 
@@ -181,13 +180,3 @@ def effective_attention_and_rank(
     effective, null, rank = result.effective.clone(), result.null.clone(), rank.clone()
     effective[bad], null[bad], rank[bad] = slow.effective, slow.null, slow_rank
     return EffectiveAndRank(EffectiveAttention(effective, null), rank)
-
-
-def effective_attention_of(internals: Internals, rtol: float = DEFAULT_RTOL) -> EffectiveAttention:
-    """Effective attention of every layer and head of one captured sequence: ``(L, h, n, n)`` twice.
-
-    Uses the V fast path (checked against the rank of each H).
-    """
-    if not isinstance(internals, Internals):
-        raise TypeError(f"Expected helpers.Internals (from helpers.capture), got {type(internals).__name__}.")
-    return effective_attention_and_rank(internals.A, None, internals.V, internals.H, rtol)[0]

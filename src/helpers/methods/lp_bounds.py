@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from scipy.optimize import linprog
 
-from ..model.checks import check_attention_and_values, check_attention_distribution
+from ..model.checks import check_attention_and_values, check_attention_distribution, is_causal_attention
 from .linalg import DEFAULT_RTOL, range_basis, relative_output_change
 from .nullspace import with_ones
 
@@ -303,6 +303,13 @@ def attention_bounds(
     rows = list(range(n)) if rows is None else [int(i) for i in rows]
     if not rows or min(rows) < 0 or max(rows) >= n:
         raise ValueError(f"rows must be a non-empty list of indices in [0, {n}); got {rows}.")
+    if any(i < n - 1 for i in rows) and is_causal_attention(A):
+        i = min(rows)
+        raise ValueError(
+            f"A is causal (exactly zero above the diagonal): row {i}'s alternatives live on positions "
+            f"0..{i} only, a polytope this whole-sequence LP does not describe. Bound it on its prefix: "
+            f"attention_bounds(A[:{i + 1}, :{i + 1}], T[:{i + 1}], rows=[{i}])."
+        )
 
     A64 = A.detach().cpu().double().numpy()
     M = constraint_basis(T, rtol).T  # (m, n)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 
-from ..model.checks import check_attention_and_values, check_attention_distribution, check_tensor
+from ..model.checks import check_attention_and_values, check_attention_distribution, check_not_causal, check_tensor
 from ..model.internals import Internals
 from ..model.numbering import check_seed, head_number, layer_number
 from .linalg import DEFAULT_RTOL, left_null_space, numerical_rank, relative_output_change
@@ -307,6 +307,7 @@ def alternative_family(
     """
     check_attention_and_values(A, T)
     check_attention_distribution(A)
+    check_not_causal(A, "alternative_family")
     try:
         fractions = torch.as_tensor(fractions, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError) as err:

@@ -95,3 +95,21 @@ def check_attention_distribution(A: torch.Tensor, atol: float = 1e-5) -> None:
     row_error = float((A.sum(-1) - 1).abs().max())
     if row_error > atol:
         raise ValueError(f"The rows of A do not sum to 1 (max error {row_error:.3g}); pass attention probabilities.")
+
+
+def is_causal_attention(A: torch.Tensor) -> bool:
+    """Whether ``A: (..., n, n)`` is exactly zero above the diagonal (n > 1): a causal head's
+    attention. Softmax over a full row never gives an exact zero, so a bidirectional head's is not."""
+    return A.shape[-1] > 1 and bool((torch.triu(A, diagonal=1) == 0).all())
+
+
+def check_not_causal(A: torch.Tensor, what: str) -> None:
+    """Raise a clear ValueError when ``A`` is causal: ``what`` (e.g. "alternative_family") treats
+    each row as a distribution over all n positions, and a causal row may only use 0..i."""
+    if is_causal_attention(A):
+        raise ValueError(
+            f"A is causal (exactly zero above the diagonal), and {what} moves weight over all n "
+            "positions, onto future ones a causal row cannot attend to. For a decoder, split row by "
+            "row (helpers.causal_effective_attention, chapter 9), or bound row i on its prefix: "
+            "helpers.attention_bounds(A[:i+1, :i+1], T[:i+1], rows=[i])."
+        )

@@ -1,0 +1,42 @@
+"""Which public function applies to which kind of model: encoders, decoders or both.
+
+``SUPPORT`` maps every name of ``helpers.__all__`` that takes a model, an encoding
+of one, a capture or a head's attention to ``(applies_to, note)``: "encoder", "decoder"
+or "both", and what it does with the other kind. A function that does not apply
+refuses with a clear error; none returns a bidirectional answer for a causal head
+without saying so. The API page shows this table; ``tests/test_support.py`` runs every
+entry on a tiny random BERT and a tiny random Llama and checks it does what it says.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APPLIES_TO", "SUPPORT"]
+
+APPLIES_TO = ("encoder", "decoder", "both")
+
+SUPPORT: dict[str, tuple[str, str]] = {
+    "describe": ("both", "the architecture, causal or not"),
+    "encode": ("both", "checks the tokenizer fits the model"),
+    "tokens_of": ("both", "the tokenizer's own strings"),
+    "capture": ("both", "Internals.causal says which"),
+    "effective_attention_of": ("both", "bidirectional for an encoder, row by row (causal) for a decoder"),
+    "effective_attention": (
+        "both",
+        "tensors in: the whole-sequence split; for a causal head's rows use causal_effective_attention",
+    ),
+    "causal_effective_attention": ("decoder", "refuses attention that is not causal"),
+    "attention_bounds": ("encoder", "refuses a causal head's rows; bound row i on its prefix A[:i+1, :i+1]"),
+    "alternative_family": ("encoder", "refuses causal attention (its alternatives would use future positions)"),
+    "NullSpaceExplorer": ("encoder", "refuses causal attention"),
+    "rank_sweep": ("both", "ranks of prefixes: what a causal row at that length sees"),
+    "patch_attention": ("encoder", "BERT only; refuses other models"),
+    "effective_attention_sweep": ("encoder", "refuses a decoder (one null space per row); see sink_sweep"),
+    "collect_hidden_tokens": ("encoder", "BERT only"),
+    "probe_layers": ("encoder", "reads collect_hidden_tokens' output"),
+    "hidden_token_attribution": ("encoder", "BERT only (the linearised BERT layer)"),
+    "attribute_examples": ("encoder", "BERT only"),
+    "context_mixing": ("encoder", "BERT only"),
+    "context_mixing_sweep": ("encoder", "BERT only"),
+    "fine_tune": ("encoder", "BERT only (a classifier on [CLS])"),
+    "sink_sweep": ("decoder", "refuses a bidirectional model"),
+}
