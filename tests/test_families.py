@@ -23,12 +23,16 @@ def _widen(model):
     return model.eval()
 
 
-def make_tiny(family: str, attn_implementation: str = "eager"):
-    """A tiny random base model of ``family``: hidden 32, 4 query heads of size 8, 2 or 3 layers."""
+def make_tiny(family: str, attn_implementation: str = "eager", vocab_size: int = 1000):
+    """A tiny random base model of ``family``: hidden 32, 4 query heads of size 8, 2 or 3 layers.
+
+    ``vocab_size``: the default suits random ids (``encoding``); pass a real tokenizer's size to
+    encode text with it.
+    """
     import transformers as tf
 
     torch.manual_seed(0)
-    common = dict(vocab_size=1000, attn_implementation=attn_implementation)
+    common = dict(vocab_size=vocab_size, attn_implementation=attn_implementation)
     bert_like = dict(
         hidden_size=32,
         num_hidden_layers=2,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaModel
+from transformers import AutoTokenizer
 
 import helpers
 from helpers.book.support import APPLIES_TO, SUPPORT
@@ -17,6 +17,7 @@ from helpers.methods.probes import split_by_sequence
 from helpers.model.corpus import Example
 
 from .conftest import make_tiny_bert
+from .test_families import make_tiny
 
 TEXT = "The cat sat on the mat because it was warm, and the dog slept by the door all night."
 PAIRS = [
@@ -44,18 +45,7 @@ def kinds():
     bert_tokenizer = AutoTokenizer.from_pretrained(helpers.model.loading.bundled_model_dir())
     bert = make_tiny_bert()
     decoder_tokenizer = helpers.model.decoder.decoder_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(decoder_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        attn_implementation="eager",
-    )
-    llama = LlamaModel(config).eval()
+    llama = make_tiny("llama", vocab_size=len(decoder_tokenizer)).eval()
     out = {}
     for kind, model, tokenizer in (("encoder", bert, bert_tokenizer), ("decoder", llama, decoder_tokenizer)):
         encoding = helpers.encode(tokenizer, TEXT, model=model)
