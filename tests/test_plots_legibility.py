@@ -297,6 +297,62 @@ def case_sink():
     return plots.plot_sink(*_sink())
 
 
+DECODER_LAYERS = 30  # as many as the bundled decoder has
+
+
+def case_decoder_attribution():
+    layers = np.arange(1, DECODER_LAYERS + 1)
+    return plots.plot_decoder_attribution(
+        pd.DataFrame(
+            {
+                "layer": layers,
+                "own_exact": 0.6 - layers / 100,
+                "own_estimate": 0.5 - layers / 100,
+                "feeds": 0.25,
+                "receives": 0.6,
+            }
+        )
+    )
+
+
+def case_sink_literature():
+    layers = np.arange(0, DECODER_LAYERS + 1)
+    return plots.plot_sink_literature(
+        pd.DataFrame({"layer": layers[1:], "sink_rate": 0.7}),
+        pd.DataFrame({"layer": layers, "at_position": 2e4, "elsewhere": 100.0 + layers, "median": 1.0 + layers / 3}),
+        0.3,
+    )
+
+
+def case_value_drain():
+    rng = np.random.default_rng(0)
+    ratio = np.exp(rng.normal(-1, 1, 270))
+    return plots.plot_value_drain(
+        pd.DataFrame(
+            {
+                "value_norm_ratio": ratio,
+                "leverage": np.clip(ratio, 0.01, 1),
+                "sink_score": rng.uniform(0, 1, 270),
+                "gap": rng.uniform(0, 0.9, 270),
+                "predicted": rng.uniform(0, 0.9, 270),
+            }
+        ),
+        0.3,
+    )
+
+
+def case_distance_groups_causal():
+    """A decoder's table: nothing on the right, 30 layers."""
+    rows = []
+    for layer in range(1, DECODER_LAYERS + 1):
+        rows.append({"layer": layer, "group": "self", "per_token": 0.5 / layer, "contribution": 0.5 / layer})
+        for side in ("left", "right"):
+            for k, name in enumerate(("1-5", "6-10", "11+")):
+                value = 0.0 if side == "right" else 0.05 / (k + 1)
+                rows.append({"layer": layer, "group": f"{side} {name}", "per_token": value, "contribution": value})
+    return plots.plot_distance_groups(pd.DataFrame(rows))
+
+
 def case_attention_split():
     A = _attention()
     A_eff = A - _attention(seed=5) * 0.3

@@ -24,6 +24,7 @@ PAIRS = [
     Example(id=f"e{k}", text_a="The cat sat on the mat.", text_b="It was warm.", label=k % 2, source="t", topic="t")
     for k in range(2)
 ]
+SINGLES = ["The cat sat on the mat.", "It was warm by the door."]
 # not applied to a model, an encoding, a capture or a head's attention
 NOT_MODEL_FUNCTIONS = {
     "load_model",
@@ -73,16 +74,18 @@ RECIPES = {
     "rank_sweep": lambda m, t, e, i: helpers.rank_sweep(m, [e], lengths=[4, 6], progress=False),
     "patch_attention": lambda m, t, e, i: helpers.patch_attention(m, 1, 1, torch.eye(i.n)).__enter__(),
     "effective_attention_sweep": lambda m, t, e, i: helpers.effective_attention_sweep(m, t, PAIRS, progress=False),
-    "collect_hidden_tokens": lambda m, t, e, i: helpers.collect_hidden_tokens(m, t, PAIRS, progress=False),
+    "collect_hidden_tokens": lambda m, t, e, i: helpers.collect_hidden_tokens(m, t, SINGLES, progress=False),
     "probe_layers": lambda m, t, e, i: helpers.probe_layers(
-        *split_by_sequence(helpers.collect_hidden_tokens(m, t, PAIRS, progress=False), 0.5),
+        *split_by_sequence(helpers.collect_hidden_tokens(m, t, SINGLES, progress=False), 0.5),
         combinations=[("naive", "cosine")],
         progress=False,
     ),
     "hidden_token_attribution": lambda m, t, e, i: helpers.hidden_token_attribution(
         m, e, estimator="estimate", samples=2, progress=False
     ),
-    "attribute_examples": lambda m, t, e, i: helpers.attribute_examples(m, t, PAIRS[:1], "estimate", 2, progress=False),
+    "attribute_examples": lambda m, t, e, i: helpers.attribute_examples(
+        m, t, SINGLES[:1], "estimate", 2, progress=False
+    ),
     "context_mixing": lambda m, t, e, i: helpers.context_mixing(m, e, "attention"),
     "context_mixing_sweep": lambda m, t, e, i: helpers.context_mixing_sweep(
         m,

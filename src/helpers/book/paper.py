@@ -25,6 +25,8 @@ __all__ = [
     "TOKEN_IDENTIFIABILITY",
     "HTA",
     "CONTEXT_MIXING",
+    "DECODER_SINK",
+    "DECODER_SINK_SOURCES",
     "paper_layer",
 ]
 
@@ -148,3 +150,22 @@ def published_mixing(label: str, task: str = "sst2") -> dict[str, float]:
 
 
 __all__ += ["published_mixing"]
+
+
+# --------------------------------------------------------------------------- later work on decoders (chapter 9)
+DECODER_SINK = {
+    # Gu et al. 2025: Sink_1^eps, the share of heads whose mean attention on the first token exceeds eps,
+    # on prompts of this many tokens
+    "sink_epsilon": 0.3,
+    "sink_prompt_tokens": 64,
+    "sink_rate_llama2_7b": 0.9247,  # LLaMA2-7B base, natural text (their Table 1)
+    "sink_rate_llama_60m": 0.1818,  # their own ~60M LLaMA-style model (RoPE, default training)
+    # Sun et al. 2024: "very few activations ... e.g. 100,000 times larger than others"
+    "massive_activation_factor": 100_000,
+}
+DECODER_SINK_SOURCES = {
+    "sink_rate_llama2_7b": "Gu et al. 2025, Table 1",
+    "sink_rate_llama_60m": "Gu et al. 2025, Table 3",
+    "massive_activation_factor": "Sun et al. 2024, abstract",
+    "value_drain": "Guo et al. 2024",
+}

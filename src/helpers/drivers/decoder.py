@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
 import torch
 from transformers import PreTrainedModel
 
-from ..methods.causal import attention_on_position, causal_effective_attention
+from ..methods.sink import drain_split, effective_and_leverage, largest_activations, sink_scores, value_norm_ratio
 from ..model.capture import capture
 from ..model.numbering import head_number, layer_number
-from ..model.text import encode
+from ..model.text import encode, first_tokens
+
+
+def _head_columns(L: int, h: int) -> dict[str, list[int]]:
+    """The ``layer`` (1..L) and ``head`` (1..h) columns of a table with one row per layer and head."""
+    return {
+        "layer": [layer_number(k) for k in range(L) for _ in range(h)],
+        "head": [head_number(j) for _ in range(L) for j in range(h)],
+    }
 
 
 def sink_sweep(
@@ -27,8 +36,11 @@ def sink_sweep(
     Rows from ``from_row`` on (default d_v, the first row whose prefix can have a null space)
     are summed. One table row per text, layer (1..L) and head (1..h): ``example`` (index into
     ``texts``), ``layer``, ``head``, ``kv_head`` (1..h_kv), ``n``, ``rows``, ``raw`` and
-    ``effective`` (sums over those rows), and ``value_norm_ratio`` = ||T[position]|| over the
-    mean ||T[j]|| of the other positions.
+    ``effective`` (sums over those rows), ``own`` (the effective weight position's own raw
+    weight keeps, sum a_ik (P_i)_kk), ``leverage`` (mean (P_i)_kk over the rows; see
+    ``helpers.methods.sink``), ``sink_score`` (Gu et al.'s alpha: mean attention on the position
+    over every query that sees it) and ``value_norm_ratio`` = ||T[position]|| over the median
+    ||T[j]|| of the other positions (Guo et al.'s value-state drain).
     """
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty sequence of strings.")
@@ -46,23 +58,26 @@ def sink_sweep(
         first = d_v if from_row is None else from_row
         if internals.n <= max(first, position + 1):
             raise ValueError(f"Text {index} has {internals.n} tokens; it needs more than {max(first, position + 1)}.")
-        split = causal_effective_attention(internals.A, V=internals.V, H=internals.H, groups=internals.groups)
-        raw, effective = attention_on_position(internals.A, split.effective, position, first)
-        norms = internals.T.norm(dim=-1)  # (L, h, n)
-        others = torch.cat([norms[..., :position], norms[..., position + 1 :]], dim=-1).mean(dim=-1)
-        ratio = norms[..., position] / others
+        split, leverage = effective_and_leverage(
+            internals.A, internals.V, internals.H, groups=internals.groups, position=position
+        )
+        drain = drain_split(internals.A, split.effective, leverage, position, first)
+        raw, effective = drain.raw, drain.effective
+        ratio = value_norm_ratio(internals.T, position)
         L, h = raw.shape
         frames.append(
             pd.DataFrame(
                 {
                     "example": index,
-                    "layer": [layer_number(k) for k in range(L) for _ in range(h)],
-                    "head": [head_number(j) for _ in range(L) for j in range(h)],
+                    **_head_columns(L, h),
                     "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],
                     "n": internals.n,
                     "rows": internals.n - first,
                     "raw": raw.flatten().double().numpy(),
                     "effective": effective.flatten().double().numpy(),
+                    "own": drain.own.flatten().double().numpy(),
+                    "leverage": drain.leverage.flatten().double().numpy(),
+                    "sink_score": sink_scores(internals.A, position).flatten().double().numpy(),
                     "value_norm_ratio": ratio.flatten().double().numpy(),
                 }
             )
@@ -88,3 +103,78 @@ def summarise_sink(table: pd.DataFrame, by: Sequence[str] = ("layer", "head")) -
     )
     out["effective_share"] = out["effective"] / out["raw"]
     return out.reset_index()
+
+
+SINK_PROMPT_LENGTH = 64  # Gu et al.'s T
+
+
+class SinkProfile(NamedTuple):
+    """``sink_profile``'s two tables (their columns in its docstring)."""
+
+    heads: pd.DataFrame
+    activations: pd.DataFrame
+
+
+def sink_profile(
+    model: PreTrainedModel,
+    tokenizer,
+    texts: Sequence[str],
+    length: int = SINK_PROMPT_LENGTH,
+    position: int = 0,
+    progress: bool = False,
+) -> SinkProfile:
+    """The sink in the literature's terms on the first ``length`` tokens of each text (a causal model).
+
+    Returns two tables:
+
+    * ``heads``: one row per text, layer (1..L) and head (1..h): ``example``, ``layer``, ``head``,
+      ``sink_score`` (Gu et al.'s alpha on ``position``) and ``value_norm_ratio`` (||T[position]||
+      over the median ||T[j]||, Guo et al.'s value-state drain);
+    * ``activations``: one row per text and hidden state (0 = the token embeddings, l = block l's
+      output): ``example``, ``layer``, ``at_position`` (the largest |entry| at ``position``),
+      ``elsewhere`` (the largest |entry| at any other position), ``median`` (the median |entry| of
+      the hidden state) and ``channel`` (where the largest entry at ``position`` sits): Sun et al.'s
+      massive activations.
+
+    Gu et al.'s Sink_k^eps is ``(heads.sink_score > eps).mean()`` (``helpers.methods.sink.sink_rate``).
+    """
+    if isinstance(texts, str) or len(texts) == 0:
+        raise ValueError("texts must be a non-empty sequence of strings.")
+    heads, activations = [], []
+    iterator = texts
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(texts, desc="prompts")
+    for index, text in enumerate(iterator):
+        internals = capture(model, first_tokens(encode(tokenizer, text, model=model), length))
+        if not internals.causal:
+            raise ValueError(f"sink_profile takes causal models (decoders); {internals.family} is bidirectional.")
+        scores = sink_scores(internals.A, position)  # (L, h)
+        ratio = value_norm_ratio(internals.T, position)
+        L, h = scores.shape
+        heads.append(
+            pd.DataFrame(
+                {
+                    "example": index,
+                    **_head_columns(L, h),
+                    "sink_score": scores.flatten().double().numpy(),
+                    "value_norm_ratio": ratio.flatten().double().numpy(),
+                }
+            )
+        )
+        largest = largest_activations(internals.hidden_states)
+        others = torch.cat([largest.largest[:, :position], largest.largest[:, position + 1 :]], dim=1)
+        activations.append(
+            pd.DataFrame(
+                {
+                    "example": index,
+                    "layer": range(internals.num_layers + 1),
+                    "at_position": largest.largest[:, position].double().numpy(),
+                    "elsewhere": others.max(dim=1).values.double().numpy(),
+                    "median": largest.median.double().numpy(),
+                    "channel": largest.dimension[:, position].numpy(),
+                }
+            )
+        )
+    return SinkProfile(pd.concat(heads, ignore_index=True), pd.concat(activations, ignore_index=True))

@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ..methods.hidden_tokens import HiddenTokens, Text
+from ..methods.linearised_decoder import DECODER_FAMILIES
 from ..methods.probes import (
     COMBINATIONS,
     LOSSES,
@@ -26,10 +27,11 @@ from ..methods.probes import (
     nearest_in_sequence,
     neighbour_rows,
 )
+from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
 from ..model.corpus import check_records
 from ..model.numbering import check_count, check_seed
-from ..model.text import text_pair_of
+from ..model.text import encode, first_tokens, text_pair_of
 
 
 @torch.no_grad()
@@ -39,6 +41,7 @@ def collect_hidden_tokens(
     texts: Sequence[Text],
     batch_size: int = 64,
     progress: bool = True,
+    max_tokens: int | None = None,
 ) -> HiddenTokens:
     """Hidden states at every layer and input embeddings of every real token.
 
@@ -58,10 +61,20 @@ def collect_hidden_tokens(
     Returns:
         ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d)``.
 
+    A decoder of the Llama family (``load_decoder``) runs one unpadded sequence at a time
+    through ``capture``: ``x`` is then the token embeddings (layer 0 of ``hidden``: no
+    position is added before the first block), layer l block l's output before the final
+    norm, and ``batch_size`` is unused; ``max_tokens`` (decoders only) keeps the first
+    ``max_tokens`` tokens of each text.
+
     Raises:
         ValueError: no texts, an empty text, a sequence longer than the model
             takes, a bad batch size or a model in training mode.
     """
+    if getattr(getattr(model, "config", None), "model_type", None) in DECODER_FAMILIES:
+        return _collect_decoder_tokens(model, tokenizer, texts, progress, max_tokens)
+    if max_tokens is not None:
+        raise ValueError("max_tokens is for decoders: cutting an encoder's sequence would drop its closing [SEP].")
     check_supported(model)
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
@@ -132,6 +145,40 @@ def collect_hidden_tokens(
         sequence=sequence_all[order],
         position=torch.cat(position)[order],
         input_ids=torch.cat(input_ids)[order],
+    )
+
+
+def _collect_decoder_tokens(
+    model: PreTrainedModel, tokenizer, texts: Sequence[Text], progress: bool, max_tokens: int | None
+) -> HiddenTokens:
+    """``collect_hidden_tokens`` for a decoder: one ``capture`` per text (single texts only)."""
+    from tqdm.auto import tqdm
+
+    if isinstance(texts, (str, tuple)):
+        raise TypeError("texts must be a list of texts; wrap a single text in a list.")
+    pairs = [text_pair_of(item, i) for i, item in enumerate(texts)]
+    if not pairs:
+        raise ValueError("No texts given: collect_hidden_tokens needs at least one sequence.")
+    if any(b is not None for _, b in pairs):
+        raise ValueError("A decoder takes single texts here, not sentence pairs: pass example.text_a.")
+    hidden, inputs, sequence, position, input_ids = [], [], [], [], []
+    for index, (text, _) in enumerate(tqdm(pairs, desc="hidden states", disable=not progress)):
+        encoding = encode(tokenizer, text, model=model)
+        if max_tokens is not None and encoding["input_ids"].shape[1] > max_tokens:
+            encoding = first_tokens(encoding, max_tokens)
+        internals = capture(model, encoding)
+        n = internals.n
+        hidden.append(internals.hidden_states.cpu())
+        inputs.append(internals.x.cpu())
+        sequence.append(torch.full((n,), index, dtype=torch.long))
+        position.append(torch.arange(n))
+        input_ids.append(internals.input_ids.cpu())
+    return HiddenTokens(
+        hidden=torch.cat(hidden, dim=1),
+        x=torch.cat(inputs),
+        sequence=torch.cat(sequence),
+        position=torch.cat(position),
+        input_ids=torch.cat(input_ids),
     )
 
 

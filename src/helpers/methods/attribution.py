@@ -30,7 +30,7 @@ from ..model.capture import capture
 from ..model.checks import check_supported, check_tensor, float32_model
 from ..model.numbering import check_count, check_integer, check_seed, layer_index
 from ..model.text import check_encoding
-from . import jacobians, linearised
+from . import decoder_jacobians, jacobians, linearised, linearised_decoder
 
 __all__ = [
     "ESTIMATORS",
@@ -141,7 +141,10 @@ def hidden_token_attribution(
     """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
 
     Args:
-        model: a BERT encoder with eager attention, in eval mode (``load_model``).
+        model: a BERT encoder with eager attention, in eval mode (``load_model``), or a
+            Llama-family decoder (Llama, Qwen2; ``load_decoder``). For a decoder, x_j is token
+            j's embedding (positions enter through RoPE inside attention), layer l is block l's
+            output before the final norm (as in ``capture``), and c^l_ij = 0 for j > i.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
         estimator: ``"exact"`` (d forward-mode tangents per input token) or
             ``"estimate"`` (``samples`` random orthonormal tangents per input token).
@@ -163,18 +166,19 @@ def hidden_token_attribution(
             model takes, a padded or batched encoding, token ids the model cannot embed,
             layers out of range.
         TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
-        UnsupportedModelError: not a BERT encoder with eager attention.
+        UnsupportedModelError: neither a BERT encoder with eager attention nor a Llama or Qwen2 decoder.
     """
-    check_supported(model)
+    decoder = getattr(getattr(model, "config", None), "model_type", None) in linearised_decoder.DECODER_FAMILIES
+    if not decoder:
+        check_supported(model)
     options = check_attribution_options(
         model, estimator, samples, layer_numbers, seed, chunk_size=chunk_size, memory_mb=memory_mb, progress=progress
     )
     check_encoding(model, encoding)
     model = float32_model(model)  # bfloat16 / float16: the linearisation runs on a float32 copy
     internals = capture(model, encoding)
-    return attribute_linearised(
-        linearised.linearise(model, internals.x, reference=internals.hidden_states), encoding, options
-    )
+    linearise = linearised_decoder.linearise_decoder if decoder else linearised.linearise
+    return attribute_linearised(linearise(model, internals.x, reference=internals.hidden_states), encoding, options)
 
 
 class AttributionOptions(NamedTuple):
@@ -220,14 +224,21 @@ def check_attribution_options(
 
 
 def attribute_linearised(
-    lin: linearised.LinearisedBert, encoding: BatchEncoding, options: AttributionOptions
+    lin: linearised.LinearisedBert | linearised_decoder.LinearisedDecoder,
+    encoding: BatchEncoding,
+    options: AttributionOptions,
 ) -> Attribution:
     """``hidden_token_attribution`` of an already linearised sequence; ``options`` are trusted.
 
     For callers that captured and linearised the sequence once and checked its options
     (``context_mixing``, the chapter-7 sweep).
     """
-    norms = jacobians.block_norms(
+    block_norms = (
+        decoder_jacobians.decoder_block_norms
+        if isinstance(lin, linearised_decoder.LinearisedDecoder)
+        else jacobians.block_norms
+    )
+    norms = block_norms(
         lin,
         samples=options.samples,
         depth=max(options.layer_numbers),

@@ -50,6 +50,7 @@ __all__ = [
     "DirectionChunks",
     "direction_chunks",
     "layer_tangents",
+    "check_norm_options",
 ]
 
 DEFAULT_MEMORY_MB = 1024  # a quarter for one chunk of tangents, half for the per-token FFN Jacobians
@@ -283,6 +284,22 @@ def layer_tangents(lin: LinearisedBert, layer: int, token: torch.Tensor, directi
     )
 
 
+def check_norm_options(
+    layers: int, d: int, samples: int | None, depth: int | None, chunk_size: int | None, memory_mb: float
+) -> int:
+    """Check the options of a Jacobian-norm sum (``block_norms``, ``decoder_block_norms``); returns the depth."""
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1; got {chunk_size}.")
+    if not memory_mb > 0:
+        raise ValueError(f"memory_mb must be positive; got {memory_mb}.")
+    depth = layers if depth is None else depth
+    if not 1 <= depth <= layers:
+        raise ValueError(f"depth must be between 1 and {layers}; got {depth}.")
+    if samples is not None and not 1 <= samples <= d:
+        raise ValueError(f"samples must be between 1 and d = {d}; got {samples}.")
+    return depth
+
+
 def block_norms(
     lin: LinearisedBert,
     samples: int | None = None,
@@ -311,16 +328,8 @@ def block_norms(
         progress: show a tqdm progress bar over chunks.
     """
     n, d = lin.n, lin.d
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1; got {chunk_size}.")
-    if not memory_mb > 0:
-        raise ValueError(f"memory_mb must be positive; got {memory_mb}.")
-    depth = lin.depth if depth is None else depth
-    if not 1 <= depth <= lin.depth:
-        raise ValueError(f"depth must be between 1 and {lin.depth}; got {depth}.")
+    depth = check_norm_options(lin.depth, d, samples, depth, chunk_size, memory_mb)
     k = d if samples is None else samples
-    if samples is not None and not 1 <= samples <= d:
-        raise ValueError(f"samples must be between 1 and d = {d}; got {samples}.")
     device, dtype = lin.xhat_0.device, lin.xhat_0.dtype
 
     prepare_ffn_jacobians(lin, n * k, depth=depth, memory_mb=memory_mb, explicit=explicit_ffn)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["LinearisedBlock", "LinearisedBert", "linearise"]
+__all__ = ["LinearisedBlock", "LinearisedBert", "linearise", "check_reproduces"]
 
 
 @dataclass
@@ -157,14 +157,21 @@ def linearise(
         E = Z
         hidden.append(E)
     hidden_states = torch.stack(hidden)
-    if reference is not None:
-        reference = reference.to(hidden_states)
-        if reference.shape != hidden_states.shape:
-            raise ValueError(f"reference hidden states {tuple(reference.shape)} != {tuple(hidden_states.shape)}.")
-        error = (reference - hidden_states).abs().max() / reference.abs().max().clamp_min(1e-12)
-        if error > atol:
-            raise ValueError(
-                f"The linearised BERT does not reproduce this model's hidden states (relative error "
-                f"{float(error):.2e}); the model is not the post-LayerNorm BERT encoder this code implements."
-            )
+    check_reproduces(hidden_states, reference, atol, "the post-LayerNorm BERT encoder")
     return LinearisedBert(xhat_0, scale_0, blocks, hidden_states, heads)
+
+
+def check_reproduces(hidden_states: torch.Tensor, reference: torch.Tensor | None, atol: float, what: str) -> None:
+    """Raise unless a primal pass's ``hidden_states`` equal the model's own ``reference`` (both (L + 1, n, d))
+    to ``atol`` relative to its largest entry; ``what`` names the architecture the pass implements."""
+    if reference is None:
+        return
+    reference = reference.to(hidden_states)
+    if reference.shape != hidden_states.shape:
+        raise ValueError(f"reference hidden states {tuple(reference.shape)} != {tuple(hidden_states.shape)}.")
+    error = (reference - hidden_states).abs().max() / reference.abs().max().clamp_min(1e-12)
+    if error > atol:
+        raise ValueError(
+            f"The linearised model does not reproduce this model's hidden states (relative error "
+            f"{float(error):.2e}); the model is not {what} this code implements."
+        )

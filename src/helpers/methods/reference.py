@@ -17,10 +17,15 @@ each ``BertLayer``) with respect to the raw embeddings ``x: (n, d)``:
   structure ``helpers.methods.jacobians`` exploits.
 
 Each returns ``norms: (L, n, n)`` with ``norms[l, i, j] = ||d e^{l+1}_i / d x_j||_F``.
+
+For a Llama-family decoder, ``decoder_jacfwd_block_norms`` runs ``torch.func.jacfwd``
+through the model's own decoder layers (``decoder_hidden_states``), one input token at
+a time, with respect to the token embeddings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -40,6 +45,8 @@ __all__ = [
     "naive_block_norms",
     "functorch_block_norms",
     "reverse_mode_row_norms",
+    "decoder_hidden_states",
+    "decoder_jacfwd_block_norms",
 ]
 
 
@@ -324,3 +331,62 @@ def causal_effective_attention_reference(A: torch.Tensor, T: torch.Tensor, rtol:
         row = A[i, : i + 1]
         effective[i, : i + 1] = row - null_basis @ (null_basis.T @ row)
     return effective
+
+
+def decoder_hidden_states(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Every decoder block's output (before the final norm) for token embeddings ``x: (n, d)``: (L, n, d).
+
+    Runs the model's own rotary embedding, causal mask and decoder layers, differentiably.
+    """
+    from transformers.masking_utils import create_causal_mask
+
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+    base = model.base_model
+    hidden = x[None]
+    positions = torch.arange(x.shape[0], device=x.device)[None]
+    rotary = base.rotary_emb(hidden, positions)
+    mask = create_causal_mask(
+        config=base.config,
+        inputs_embeds=hidden,
+        attention_mask=torch.ones(1, x.shape[0], dtype=torch.long, device=x.device),
+        cache=None,
+        position_ids=positions,
+    )
+    states = []
+    for layer in base.layers:
+        hidden = layer(hidden, attention_mask=mask, position_embeddings=rotary, position_ids=positions)
+        hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+        states.append(hidden[0])
+    return torch.stack(states)
+
+
+def decoder_jacfwd_block_norms(
+    model: nn.Module, x: torch.Tensor, tokens: Sequence[int] | None = None, progress: bool = True
+) -> torch.Tensor:
+    """``torch.func.jacfwd`` of ``decoder_hidden_states`` with respect to each x_j in turn: (L, n, len(tokens)).
+
+    One call per input token j in ``tokens`` (default: all n; a (L, n, d, d) Jacobian at a time);
+    run it on a float64 model for a reference.
+    """
+    from torch.func import jacfwd
+
+    x = x.detach()
+    n, d = x.shape
+    columns = []
+    tokens = range(n) if tokens is None else list(tokens)
+    if any(isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n for j in tokens):
+        raise ValueError(f"tokens must be positions in 0..{n - 1}; got {tokens}.")
+    if progress:
+        from tqdm.auto import tqdm
+
+        tokens = tqdm(tokens, desc="Jacobian blocks (jacfwd)", unit="token")
+    for j in tokens:
+
+        def hidden_of_row(row, j=j):
+            return decoder_hidden_states(model, torch.cat([x[:j], row[None], x[j + 1 :]]))
+
+        with torch.no_grad():
+            jacobian = jacfwd(hidden_of_row)(x[j])  # (L, n, d, d)
+        columns.append(jacobian.pow(2).sum(dim=(-2, -1)).sqrt())  # (L, n)
+    return torch.stack(columns, dim=-1)

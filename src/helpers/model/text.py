@@ -11,6 +11,29 @@ from transformers import BatchEncoding, PreTrainedModel
 from .numbering import check_integer
 
 
+def _is_decoder_only(model: PreTrainedModel) -> bool:
+    """A causal language model without segments (the families ``helpers.model.families`` marks causal)."""
+    from .families import FAMILIES
+
+    family = FAMILIES.get(getattr(model.config, "model_type", None))
+    return family is not None and family.causal
+
+
+def first_tokens(encoding: BatchEncoding, length: int) -> BatchEncoding:
+    """The first ``length`` tokens of a one-sequence encoding: a decoder's prompt of fixed length.
+
+    (An encoder's sequence would lose its closing [SEP]: use this for decoders only.)
+
+    Raises:
+        ValueError: the encoding is shorter than ``length`` (nothing is padded).
+    """
+    n = check_single_sequence(encoding)
+    length = check_integer(length, "length", 1, None)
+    if n < length:
+        raise ValueError(f"The text has {n} tokens, fewer than the {length} asked for; choose a longer text.")
+    return BatchEncoding({key: value[:, :length] for key, value in encoding.items()})
+
+
 def encode(
     tokenizer,
     text: str,
@@ -47,6 +70,11 @@ def encode(
             )
         if not tokenizer(value, add_special_tokens=False)["input_ids"]:
             raise ValueError(f"The tokenizer finds no token in {label} {value!r}; give at least one word to encode.")
+    if text_pair is not None and model is not None and _is_decoder_only(model):
+        raise ValueError(
+            f"{type(model).__name__} is a decoder: it has no segments, so a sentence pair has no meaning for it. "
+            "Join the two texts into one (or pass text_a only)."
+        )
     encoding = tokenizer(text, text_pair, return_tensors="pt", truncation=False)
     n = encoding["input_ids"].shape[1]
     if model is not None:

@@ -10,7 +10,13 @@ from .attribution import (
 )
 
 # ---- chapter 9: decoders ----
-from .decoder import plot_causal_null_dimensions, plot_sink
+from .decoder import (
+    plot_causal_null_dimensions,
+    plot_decoder_attribution,
+    plot_sink,
+    plot_sink_literature,
+    plot_value_drain,
+)
 from .effective import (
     plot_attention_split,
     plot_correlation_vs_length,

@@ -11,7 +11,7 @@ from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from ...drivers.attribution import share_own_input_not_largest
 from .heatmaps import token_heatmap
-from .style import EFFECTIVE, NULL, PAPER, RAW
+from .style import EFFECTIVE, NULL, PAPER, RAW, every_nth
 
 PAPER_LABEL = "paper, BERT-Base (at the same relative depth)"
 
@@ -134,21 +134,29 @@ def plot_not_largest_share(table, num_layers: int, paper: dict | None = None, ax
 
 def plot_distance_groups(distance, axes=None) -> np.ndarray:
     """Context by relative distance (from ``distance_table``): the mean contribution of one
-    input token in each distance group, left (solid) and right (dashed) (top), and the summed
-    share of each group, both sides together, stacked per layer (below)."""
+    input token in each distance group, left (solid) and right (dashed; left out when it is all
+    zero, as in a causal model) (top), and the summed share of each group, both sides together,
+    stacked per layer (below)."""
     if axes is None:
         _, axes = plt.subplots(2, 1, figsize=(8.0, 8.4), layout="constrained")
     bins = [g.split(" ", 1)[1] for g in dict.fromkeys(distance["group"]) if g.startswith("left")]
     palette = dict(zip(bins, [RAW, EFFECTIVE, PAPER], strict=False))
     layers = sorted(distance["layer"].unique())
+    sides = [
+        side
+        for side in ("left", "right")
+        if distance.loc[distance["group"].str.startswith(side), "per_token"].sum() > 0
+    ]
     for side, style in (("left", "-"), ("right", "--")):
+        if side not in sides:  # a causal model: nothing on the right
+            continue
         for name in bins:
             rows = distance[distance["group"] == f"{side} {name}"]
             axes[0].plot(
                 rows["layer"], rows["per_token"], ls=style, marker="o", color=palette[name], label=f"{side} {name}"
             )
     axes[0].set_yscale("log")
-    axes[0].set_xticks(layers)
+    axes[0].set_xticks(every_nth(layers))
     axes[0].set_xlabel("layer")
     axes[0].set_ylabel("mean $c^l_{ij}$ of one input token")
     axes[0].set_title("Per input token, by distance |i - j|")
@@ -162,11 +170,11 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
         share = rows.groupby("layer")["contribution"].sum().reindex(layers).to_numpy()
         axes[1].bar(layers, share, width=0.6, bottom=bottom, color=palette[name], label=f"distance {name}")
         bottom += share
-    axes[1].set_xticks(layers)
+    axes[1].set_xticks(every_nth(layers))
     axes[1].set_ylim(0, 1)
     axes[1].set_xlabel("layer")
     axes[1].set_ylabel("summed share of the hidden token")
-    axes[1].set_title("Whole groups, both sides")
+    axes[1].set_title("Whole groups, " + ("both sides" if len(sides) == 2 else f"{sides[0]} only"))
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return axes
 

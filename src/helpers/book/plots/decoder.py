@@ -1,4 +1,4 @@
-"""Figures of chapter 9: causal null spaces and the attention sink of a decoder."""
+"""Figures of chapter 9: causal null spaces, attribution and the attention sink of a decoder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .heatmaps import as_numpy, fit_column
-from .style import EFFECTIVE, NULL, RAW
+from .style import EFFECTIVE, NULL, PAPER, RAW, every_nth
 
 
 def plot_causal_null_dimensions(dims, d_v: int, ax: plt.Axes | None = None) -> plt.Axes:
@@ -34,13 +34,6 @@ def plot_causal_null_dimensions(dims, d_v: int, ax: plt.Axes | None = None) -> p
     )
     ax.legend(loc="upper left")
     return ax
-
-
-def _every(values, most: int) -> list:
-    """Every k-th of ``values`` (the first included), at most ``most`` of them: ticks that fit at 10 pt."""
-    values = list(values)
-    step = max(1, -(-len(values) // most))
-    return values[::step]
 
 
 def plot_sink(by_head: pd.DataFrame, by_layer: pd.DataFrame) -> plt.Figure:
@@ -71,8 +64,8 @@ def plot_sink(by_head: pd.DataFrame, by_layer: pd.DataFrame) -> plt.Figure:
             extent=(0.5, table.shape[1] + 0.5, table.index.max() + 0.5, table.index.min() - 0.5),
         )
         ax.set(xlabel="head", ylabel="layer", title=title)
-        ax.set_xticks(_every(table.columns, 8))
-        ax.set_yticks(_every(table.index, 16))
+        ax.set_xticks(every_nth(table.columns, 8))
+        ax.set_yticks(every_nth(table.index, 16))
         ax.grid(False)
         fig.colorbar(image, ax=ax, shrink=0.8)
     axes[2].plot(by_layer["layer"], by_layer["raw"], "o-", color=RAW, label="raw")
@@ -84,4 +77,123 @@ def plot_sink(by_head: pd.DataFrame, by_layer: pd.DataFrame) -> plt.Figure:
         title="per layer (mean over heads)",
     )
     axes[2].legend()
+    return fig
+
+
+def _needs(table: pd.DataFrame, columns: set, what: str) -> None:
+    missing = columns - set(table.columns)
+    if missing:
+        raise ValueError(f"{what} lacks the columns {sorted(missing)}.")
+
+
+def plot_decoder_attribution(by_layer: pd.DataFrame) -> plt.Figure:
+    """Hidden Token Attribution of a decoder per layer: the token's own share (top) and what position 0
+    gets against what it gives (below).
+
+    by_layer: one row per layer with ``layer``, ``own_exact`` (median c_ii, the exact prompt),
+    ``own_estimate`` (median c_ii, the estimate on passages), ``feeds`` (mean c_i0 over i >= 1) and
+    ``receives`` (mean raw attention on position 0 over heads and rows i >= 1).
+    """
+    _needs(by_layer, {"layer", "own_exact", "own_estimate", "feeds", "receives"}, "by_layer")
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.0), layout="constrained", sharex=True)
+    layers = by_layer["layer"]
+    axes[0].plot(layers, by_layer["own_exact"], "o-", color=EFFECTIVE, label="exact, one short prompt")
+    axes[0].plot(layers, by_layer["own_estimate"], "s--", color=PAPER, label="estimate, passages")
+    axes[0].set(ylabel="median own share $c^l_{ii}$", title="How much of a hidden token is its own input")
+    axes[0].set_ylim(0, 1)
+    axes[0].legend()
+    axes[1].plot(layers, by_layer["receives"], "o-", color=RAW, label="attention it receives (raw, per row)")
+    axes[1].plot(layers, by_layer["feeds"], "o-", color=NULL, label="share of later tokens it feeds ($c^l_{i0}$)")
+    axes[1].set(xlabel="layer", ylabel="mean over later tokens", title="Position 0: attended to, and fed from")
+    axes[1].set_ylim(0, 1)
+    axes[1].legend()
+    return fig
+
+
+def plot_sink_literature(rate_by_layer: pd.DataFrame, activations: pd.DataFrame, epsilon: float) -> plt.Figure:
+    """The sink as the literature measures it: the share of sink heads per layer (Gu et al.) and the
+    largest residual entries at position 0 and elsewhere against the median (Sun et al.).
+
+    rate_by_layer: ``layer``, ``sink_rate`` (share of heads with alpha > epsilon); activations: one row
+    per hidden state with ``layer``, ``at_position``, ``elsewhere`` and ``median`` (means over prompts).
+    """
+    _needs(rate_by_layer, {"layer", "sink_rate"}, "rate_by_layer")
+    _needs(activations, {"layer", "at_position", "elsewhere", "median"}, "activations")
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 8.0), layout="constrained")
+    axes[0].bar(rate_by_layer["layer"], rate_by_layer["sink_rate"], width=0.7, color=RAW)
+    axes[0].set(
+        xlabel="layer",
+        ylabel=f"share of heads with alpha > {epsilon}",
+        title="Sink heads per layer (Gu et al.'s measure)",
+    )
+    axes[0].set_ylim(0, 1)
+    axes[1].plot(
+        activations["layer"],
+        activations["at_position"] / activations["median"],
+        "o-",
+        color=RAW,
+        label="largest entry at position 0",
+    )
+    axes[1].plot(
+        activations["layer"],
+        activations["elsewhere"] / activations["median"],
+        "s-",
+        color=EFFECTIVE,
+        label="largest entry anywhere else",
+    )
+    axes[1].set_yscale("log")
+    axes[1].set(
+        xlabel="hidden state (0 = token embeddings)",
+        ylabel="times the median |entry|",
+        title="Massive activations in the residual stream (Sun et al.)",
+    )
+    axes[1].legend()
+    return fig
+
+
+def plot_value_drain(per_head: pd.DataFrame, epsilon: float) -> plt.Figure:
+    """Value-state drains and the null space, one point per head.
+
+    per_head: ``value_norm_ratio``, ``leverage``, ``sink_score``, ``gap`` (raw minus effective
+    attention on position 0, per row) and ``predicted`` (the part position 0's leverage accounts
+    for, per row). Top: the small value row goes with a small leverage; below: the gap against
+    its prediction, heads with alpha > ``epsilon`` filled.
+    """
+    _needs(per_head, {"value_norm_ratio", "leverage", "sink_score", "gap", "predicted"}, "per_head")
+    fig, axes = plt.subplots(2, 1, figsize=(7.5, 9.0), layout="constrained")
+    image = axes[0].scatter(
+        per_head["value_norm_ratio"],
+        per_head["leverage"],
+        c=per_head["sink_score"],
+        cmap="viridis",
+        vmin=0,
+        vmax=1,
+        s=18,
+    )
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set(
+        xlabel="$||T_h[0]||$ / median $||T_h[j]||$",
+        ylabel="leverage of position 0, $(P_i)_{00}$",
+        title="A small value row puts $e_0$ close to the null space",
+    )
+    fig.colorbar(image, ax=axes[0], label="sink score alpha")
+    sink = per_head["sink_score"] > epsilon
+    for chosen, face, label in ((sink, RAW, f"alpha > {epsilon}"), (~sink, "none", f"alpha <= {epsilon}")):
+        axes[1].scatter(
+            per_head.loc[chosen, "predicted"],
+            per_head.loc[chosen, "gap"],
+            s=18,
+            facecolors=face,
+            edgecolors=RAW,
+            label=label,
+        )
+    top = float(max(per_head["gap"].max(), per_head["predicted"].max()))
+    axes[1].plot([0, top], [0, top], color="grey", lw=1, ls=":", label="equal")
+    axes[1].set(
+        xlabel="predicted: $a_{i0} (1 - (P_i)_{00})$, per row",
+        ylabel="raw minus effective on position 0, per row",
+        title="The leverage term accounts for the gap",
+    )
+    axes[1].legend()
     return fig

@@ -10,7 +10,7 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from .style import EFFECTIVE, NULL, PAPER, RAW
+from .style import EFFECTIVE, NULL, PAPER, RAW, every_nth
 
 MAP_COLOURS = {"naive": NULL, "linear": RAW, "mlp": EFFECTIVE}
 LOSS_STYLES = {"cosine": "-", "l2": "--"}
@@ -39,11 +39,12 @@ def plot_layer_rates(
     chance: float | None = None,
     ax: plt.Axes | None = None,
     title: str = "Token identifiability by layer",
+    legend_loc: str = "lower left",
 ) -> plt.Axes:
     """One line per (map, loss): identifiability rate against layer.
 
     ``table`` has columns map, loss, hidden_state and ``column`` (``probe_layers(...).table``).
-    Colour says the map, a solid line cosine and a dashed line L2.
+    Colour says the map, a solid line cosine and a dashed line L2; ``legend_loc`` places the legend.
     """
     _check_table(table, ["map", "loss", "hidden_state", column], "plot_layer_rates")
     ax = _new_axes(ax)
@@ -60,12 +61,12 @@ def plot_layer_rates(
         )
     if chance is not None:
         ax.axhline(chance, color="black", linestyle=":", linewidth=1, label="chance (random token of the sequence)")
-    ax.set_xticks(sorted(table["hidden_state"].unique()))
+    ax.set_xticks(every_nth(sorted(table["hidden_state"].unique())))
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("hidden state (0 = embedding output, l = output of layer l)")
     ax.set_ylabel(f"identifiability rate ({column} set)")
     ax.set_title(title)
-    ax.legend(loc="lower left")
+    ax.legend(loc=legend_loc)
     return ax
 
 

@@ -33,3 +33,10 @@ def set_style() -> None:
             "figure.titlesize": 12,
         }
     )
+
+
+def every_nth(values, most: int = 16) -> list:
+    """Every k-th of ``values`` (the first included), at most ``most`` of them: tick labels that fit at 10 pt."""
+    values = list(values)
+    step = max(1, -(-len(values) // most))
+    return values[::step]

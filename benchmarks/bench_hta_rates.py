@@ -1,0 +1,123 @@
+"""Exact Hidden Token Attribution against the machine: BERT (the bundled model) and SmolLM2.
+
+For each model, measured in this one run:
+
+* the achieved arithmetic rate of the exact forward-mode norms (2 x the multiply-adds of
+  the tangent pass's matrix products, forming the per-token FFN Jacobians included, over
+  its time) divided by the rate of one large float32 matrix product (2048 x 2048 times
+  2048 x 2048, best of 3), measured right before;
+* (the exact time is the better of two runs;) the time of ``torch.func.jacfwd`` through the model's own layers on the same input
+  (one input token at a time, every token) over the exact time;
+* for SmolLM2, the largest difference from a float64 ``jacfwd`` on a 7-token prompt.
+
+BERT: a 22-token sentence; SmolLM2: a 16-token sentence. No timed asserts.
+Run from the repository root: .venv/bin/python benchmarks/bench_hta_rates.py [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import helpers
+from bench_attribution import best_of, exact_flops
+from helpers.drivers.timing import timed
+from helpers.methods import decoder_jacobians, linearised_decoder, reference
+
+BERT_SENTENCE = "The committee approved the new budget on Tuesday, after a long and heated debate in the old hall."
+DECODER_SENTENCE = "The committee approved the new budget on Tuesday, after a long and heated debate in"
+SHORT_PROMPT = "The capital of France is Paris."
+
+
+def matmul_rate(size: int = 2048) -> float:
+    """FLOP/s of one large float32 matrix product, (size x size) @ (size x size), best of 3."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    return 2 * size**3 / best_of(3, torch.mm, a, b)
+
+
+def jacfwd_block_norms(hidden, x: torch.Tensor) -> torch.Tensor:
+    """||d hidden(x)_i / d x_j||_F by ``torch.func.jacfwd``, one input token j at a time: (L, n, n)."""
+    from torch.func import jacfwd
+
+    columns = []
+    for j in range(x.shape[0]):
+
+        def of_row(row, j=j):
+            return hidden(torch.cat([x[:j], row[None], x[j + 1 :]]))
+
+        with torch.no_grad():
+            columns.append(jacfwd(of_row)(x[j]).pow(2).sum(dim=(-2, -1)).sqrt())
+    return torch.stack(columns, dim=-1)
+
+
+def report(name: str, n: int, flops: float, t_exact: float, t_jacfwd: float, rate: float, difference: float) -> None:
+    print(f"\n{name}, {n} tokens")
+    print(f"   exact forward mode                      {t_exact:8.1f} s   ({flops / 1e12:.2f} TFLOP)")
+    print(f"   achieved rate / matrix-product rate     {flops / t_exact / rate:8.2f}")
+    print(f"   torch.func.jacfwd / exact               {t_jacfwd / t_exact:8.1f} x   ({t_jacfwd:.1f} s)")
+    print(f"   max |jacfwd - exact| / max norm         {difference:8.1e}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch CPU threads")
+    args = parser.parse_args()
+    helpers.setup_notebook(seed=0, threads=args.threads)
+    torch.set_num_threads(args.threads)
+    print(f"{args.threads} thread(s)")
+
+    # BERT, the bundled model
+    model, tokenizer = helpers.load_model()
+    arch = helpers.describe(model)
+    encoding = helpers.encode(tokenizer, BERT_SENTENCE, model=model)
+    n = encoding["input_ids"].shape[1]
+    rate = matmul_rate()
+    print(f"{arch.name}: a large float32 matrix product runs at {rate / 1e9:.0f} GFLOP/s")
+    t_exact, exact = timed(helpers.hidden_token_attribution, model, encoding, progress=False)
+    t_exact = min(t_exact, timed(helpers.hidden_token_attribution, model, encoding, progress=False)[0])
+    x = helpers.capture(model, encoding).x
+    t_jacfwd, expected = timed(jacfwd_block_norms, lambda inputs: reference.encoder_hidden_states(model, inputs), x)
+    flops = exact_flops(n, arch.d, model.config.intermediate_size, arch.num_layers)
+    difference = float((expected - exact.norms).abs().max() / expected.max())
+    report(arch.name, n, flops, t_exact, t_jacfwd, rate, difference)
+
+    # SmolLM2
+    loaded = helpers.load_decoder(device="cpu")
+    decoder, decoder_tokenizer = loaded.model, loaded.tokenizer
+    arch = helpers.describe(decoder)
+    rate = matmul_rate()
+    print(f"\n{arch.name}: a large float32 matrix product runs at {rate / 1e9:.0f} GFLOP/s")
+    encoding = helpers.encode(decoder_tokenizer, DECODER_SENTENCE, model=decoder)
+    n = encoding["input_ids"].shape[1]
+    internals = helpers.capture(decoder, encoding)
+    macs: list[int] = []
+
+    def exact_decoder():
+        lin = linearised_decoder.linearise_decoder(decoder, internals.x, reference=internals.hidden_states)
+        return decoder_jacobians.decoder_block_norms(lin, progress=False, macs=macs)
+
+    t_exact, norms = timed(exact_decoder)
+    t_exact = min(t_exact, timed(exact_decoder)[0])
+    del macs[len(macs) // 2 :]  # one run's multiply-adds
+    t_jacfwd, expected = timed(
+        jacfwd_block_norms, lambda inputs: reference.decoder_hidden_states(decoder, inputs), internals.x
+    )
+    difference = float((expected - norms).abs().max() / expected.max())
+    report(arch.name, n, 2 * sum(macs), t_exact, t_jacfwd, rate, difference)
+
+    # the acceptance check: 7 tokens, against float64 jacfwd
+    encoding = helpers.encode(decoder_tokenizer, SHORT_PROMPT, model=decoder)
+    result = helpers.hidden_token_attribution(decoder, encoding, progress=False)
+    x = helpers.capture(decoder, encoding).x
+    expected = reference.decoder_jacfwd_block_norms(decoder.double(), x.double(), progress=False)
+    difference = float((result.norms.double() - expected).abs().max() / expected.max())
+    above = float(result.norms.triu(1).abs().max())
+    print(f"\n{arch.name}, {x.shape[0]} tokens: exact (float32) against float64 jacfwd, every block's output")
+    print(f"   max |difference| / max norm             {difference:8.1e}")
+    print(f"   largest norm above the diagonal         {above:8.1e}")
+
+
+if __name__ == "__main__":
+    main()
