@@ -55,7 +55,7 @@ def _build_ffn_jacobians(block: LinearisedDecoderBlock, step_mb: float = 64) -> 
     for start in range(0, n, rows_per_step):
         rows = slice(start, min(n, start + rows_per_step))
         inner = torch.matmul(W[None] * weights[rows, None, :], down)  # (r, d, d)
-        inner = inner * block.scale_2[rows, :, None]  # diag(gamma / rms) on the left: scale the rows
+        inner = inner * (block.gamma_2 * block.inv_rms_2[rows])[:, :, None]  # diag(gamma / rms) on the left
         xhat = block.xhat_2[rows]
         inner = inner - xhat[:, :, None] * ((xhat[:, None, :] @ inner) / d)  # then the projector
         M[rows] = inner + eye

@@ -52,9 +52,7 @@ class LinearisedDecoderBlock:
     A: torch.Tensor  # (h, n, n)  attention probabilities, zero above the diagonal
     heads_out: torch.Tensor  # (h, n, d_v)  head outputs A V
     xhat_1: torch.Tensor  # (n, d)  h / rms(h), input of the attention norm
-    scale_1: torch.Tensor  # (n, d)  gamma / rms(h)
     xhat_2: torch.Tensor  # (n, d)
-    scale_2: torch.Tensor  # (n, d)
     gate_slope: torch.Tensor  # (n, f)  act'(w W^gate) * (w W^up)
     gate_value: torch.Tensor  # (n, f)  act(w W^gate)
     gamma_1: torch.Tensor  # (d,)  weight of the attention norm
@@ -114,14 +112,14 @@ class LinearisedDecoder:
         return self.hidden_states.dtype
 
 
-def _rms_norm(h: torch.Tensor, norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """RMSNorm of ``h: (n, d)``; returns the output, h / rms, gamma / rms (each (n, d)) and 1 / rms (n, 1)."""
+def _rms_norm(h: torch.Tensor, norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RMSNorm of ``h: (n, d)``; returns the output, h / rms (each (n, d)) and 1 / rms (n, 1)."""
     eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
     if eps is None or getattr(norm, "bias", None) is not None:
         raise UnsupportedModelError(f"{type(norm).__name__} is not the RMSNorm this linearisation implements.")
     inv_rms = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     xhat = h * inv_rms
-    return norm.weight * xhat, xhat, norm.weight * inv_rms, inv_rms
+    return norm.weight * xhat, xhat, inv_rms
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -191,7 +189,7 @@ def linearise_decoder(
         _check_block(model, layer)
         attn, mlp = layer.self_attn, layer.mlp
         scaling = float(getattr(attn, "scaling", d_v**-0.5))
-        u, xhat_1, scale_1, inv_rms_1 = _rms_norm(h, layer.input_layernorm)
+        u, xhat_1, inv_rms_1 = _rms_norm(h, layer.input_layernorm)
         projections = (attn.q_proj, attn.k_proj, attn.v_proj)
         W_qkv = torch.cat([linear_weight(p) for p in projections], dim=1)  # (d, (h + 2 h_kv) d_v)
         b_qkv = torch.cat([linear_bias(p) for p in projections])
@@ -205,7 +203,7 @@ def linearise_decoder(
         heads_out = A @ V_rep  # (h, n, d_v)
         W_o = linear_weight(attn.o_proj)
         h1 = h + heads_out.transpose(0, 1).reshape(n, heads * d_v) @ W_o + linear_bias(attn.o_proj)
-        w, xhat_2, scale_2, inv_rms_2 = _rms_norm(h1, layer.post_attention_layernorm)
+        w, xhat_2, inv_rms_2 = _rms_norm(h1, layer.post_attention_layernorm)
         pre = mlp.gate_proj(w)
         up = mlp.up_proj(w)
         with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
@@ -228,9 +226,7 @@ def linearise_decoder(
                 A=A.contiguous(),
                 heads_out=heads_out.contiguous(),
                 xhat_1=xhat_1,
-                scale_1=scale_1,
                 xhat_2=xhat_2,
-                scale_2=scale_2,
                 gate_slope=(slope * up).contiguous(),
                 gate_value=gated.contiguous(),
                 gamma_1=layer.input_layernorm.weight.detach(),
