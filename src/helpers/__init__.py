@@ -15,7 +15,8 @@ first. Everything else is reached by its floor, e.g.
 
 Every chapter: ``load_model``, ``load_decoder``, ``load_for_chapter``, ``describe``,
 ``encode``, ``tokens_of``, ``capture`` (-> ``Internals``), ``load_corpus``,
-``setup_notebook``, ``glue``, ``residual_text``, ``Claims``, ``paper``, ``plots``.
+``setup_notebook``, ``glue``, ``residual_text``, ``Claims`` (with ``Control`` and
+``bootstrap``, a 95% interval over sequences), ``paper``, ``plots``.
 
 * 2, the rank argument: ``numerical_rank``, ``patch_attention``, ``rank_sweep``.
 * 3, null spaces: ``alternative_family``, ``attention_bounds``, ``NullSpaceExplorer``.
@@ -49,7 +50,7 @@ import importlib
 from . import book, drivers, methods, model
 from .book import paper
 from .book.chapters import load_for_chapter
-from .book.claims import Claims
+from .book.claims import Claims, Control
 from .book.notebook import glue, residual_text, setup_notebook
 from .drivers.attribution import attribute_examples
 from .drivers.decoder import sink_sweep
@@ -62,6 +63,7 @@ from .methods.attribution import hidden_token_attribution
 from .methods.captured import effective_attention_of
 from .methods.causal import causal_effective_attention
 from .methods.effective import effective_attention
+from .methods.intervals import bootstrap
 from .methods.linalg import numerical_rank
 from .methods.lp_bounds import attention_bounds
 from .methods.mixing import context_mixing
@@ -96,6 +98,8 @@ __all__ = [
     "glue",
     "residual_text",
     "Claims",
+    "Control",
+    "bootstrap",
     "paper",
     "plots",
     # chapter 2

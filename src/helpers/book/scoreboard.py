@@ -1,10 +1,12 @@
-"""How a claims table reads: one frame of the claims, and its HTML for the chapter's last cell and the report.
+"""How a scoreboard reads: one frame of the records, and its HTML for the chapter's last cell and the report.
 
 ``claims_frame`` turns claim records (dicts with the fields of ``claims.Claim``)
-into the table every page shows, with the columns of ``SCOREBOARD_COLUMNS``:
-the claim in full, this model's figure, the published figure and its source,
-and the two verdicts. ``Scoreboard`` renders it as a compact HTML table (text
-wraps inside the column; verdicts as words, coloured) and as plain text.
+into the table every page shows, with the columns of ``SCOREBOARD_COLUMNS``: the
+kind, the claim in full, the published figure and its source, this model's
+figure with its 95% interval, the control, and the verdict. ``Scoreboard``
+renders the paper's claims and the book's findings as two compact HTML tables
+(text wraps inside the column; verdicts as coloured words) and the checks as one
+line, and the same as plain text.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 import html
 import json
 import re
+import unicodedata
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -20,10 +24,11 @@ __all__ = [
     "SCOREBOARD_COLUMNS",
     "DEFAULT_SOURCE",
     "VERDICTS",
+    "FINDING_VERDICTS",
     "claims_frame",
-    "verdict_of",
     "Scoreboard",
     "verdict_counts",
+    "check_counts",
     "verdict_html",
     "departures_html",
     "claim_sections",
@@ -33,47 +38,50 @@ __all__ = [
 DEFAULT_SOURCE = "Brunner et al. 2020"
 SCOREBOARD_COLUMNS = (
     "id",
+    "kind",
     "claim",
-    "this model",
     "published",
     "source",
-    "holds here",
-    "agrees",
+    "here",
+    "control",
     "verdict",
     "note",
     "section",
 )
-
-
-def verdict_of(holds: bool, agrees: bool | None) -> str:
-    """ "reproduced", "in kind" (holds; the figure is outside the published tolerance) or "not reproduced"."""
-    if not holds:
-        return "not reproduced"
-    return "in kind" if agrees is False else "reproduced"
-
-
-def _agrees_text(agrees, tolerance: str) -> str:
-    if agrees is None:
-        return "not compared"
-    word = "yes" if agrees else "no"
-    return f"{word} ({tolerance})" if tolerance else word
+KIND_TITLES = {
+    "paper": "The paper's claims (and later work's)",
+    "finding": "The book's findings",
+    "check": "Checks",
+}
+VERDICT_CLASS = {
+    "reproduced": "yes",
+    "holds": "yes",
+    "passes": "yes",
+    "in direction only": "part",
+    "not reproduced": "no",
+    "does not hold": "no",
+    "fails": "no",
+    "not testable here": "none",
+}
 
 
 def claims_frame(records: list[dict]) -> pd.DataFrame:
-    """The claims table (``SCOREBOARD_COLUMNS``) of claim records; old records without the new fields read as defaults."""
+    """The claims table (``SCOREBOARD_COLUMNS``) of claim records (dicts with the fields of ``claims.Claim``)."""
     rows = []
     for c in records:
-        agrees = c.get("agrees")
+        for key in ("kind", "verdict"):
+            if key not in c:
+                raise ValueError(f"claim record {c.get('id')!r} has no {key}: it predates the three kinds; rerun its chapter")
         rows.append(
             {
                 "id": c["id"],
+                "kind": c["kind"],
                 "claim": c["claim"],
-                "this model": c.get("measured", ""),
-                "published": c.get("paper", ""),
-                "source": c.get("source") or DEFAULT_SOURCE,
-                "holds here": "yes" if c["holds"] else "NO",
-                "agrees": _agrees_text(agrees, c.get("tolerance", "")),
-                "verdict": verdict_of(bool(c["holds"]), agrees),
+                "published": c.get("published", ""),
+                "source": c.get("source") or (DEFAULT_SOURCE if c["kind"] == "paper" else ""),
+                "here": c.get("measured", ""),
+                "control": c.get("control", ""),
+                "verdict": c["verdict"],
                 "note": c.get("note", ""),
                 "section": c.get("section", ""),
             }
@@ -82,43 +90,68 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
 
 
 class Scoreboard:
-    """A claims table for the page: HTML that wraps inside the column, and plain text for a console.
+    """A chapter's (or the report's) records for the page: paper claims and findings as tables, checks as one line.
 
     ``frame``: ``claims_frame`` output (a ``chapter`` column first is allowed: the report's).
     ``links``: optional {chapter: href}; the chapter cell then links to its page.
+    ``record``: the chapter's JSON record, carried in the output's metadata so that a test
+    can read the committed scoreboard of every chapter.
     """
 
-    def __init__(self, frame: pd.DataFrame, links: dict[str, str] | None = None, show_notes: bool = True):
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        links: dict[str, str] | None = None,
+        show_notes: bool = True,
+        record: dict | None = None,
+    ):
         self.frame = frame
         self.links = links or {}
         self.show_notes = show_notes
+        self.record = record
 
     def __len__(self) -> int:
         return len(self.frame)
 
+    def checks_line(self) -> str:
+        """ "All 6 checks pass." or "5 of 6 checks pass; fails: x."."""
+        checks = self.frame[self.frame["kind"] == "check"]
+        failed = checks[checks["verdict"] != "passes"]
+        if len(checks) == 0:
+            return "No checks."
+        if len(failed) == 0:
+            return f"All {len(checks)} checks pass." if len(checks) > 1 else "The one check passes."
+        return f"{len(checks) - len(failed)} of {len(checks)} checks pass; failing: {', '.join(failed['id'])}."
+
     def __repr__(self) -> str:
         lines = []
-        for row in self.frame.to_dict("records"):
-            where = f"[{row['chapter']}] " if "chapter" in row else ""
-            lines.append(
-                f"{where}{row['id']}: {row['verdict']} (holds here: {row['holds here']}; agrees: {row['agrees']})"
-                f"\n    {row['claim']}\n    this model: {row['this model'] or '-'}; published: "
-                f"{row['published'] or '-'} ({row['source']})"
-            )
+        for kind in ("paper", "finding"):
+            for row in self.frame[self.frame["kind"] == kind].to_dict("records"):
+                where = f"[{row['chapter']}] " if "chapter" in row else ""
+                lines.append(
+                    f"{where}{row['id']} ({kind}): {row['verdict']}\n    {row['claim']}\n"
+                    f"    here: {row['here'] or '-'}; control: {row['control'] or '-'}; "
+                    f"published: {row['published'] or '-'} ({row['source']})"
+                )
+        lines.append(self.checks_line())
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        head = ["claim", "this model", "published (source)", "holds", "agrees"]
-        chapters = "chapter" in self.frame.columns
-        out = ['<table class="scoreboard">', "<thead><tr>"]
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = {"text/plain": repr(self), "text/html": self._repr_html_()}
+        return (data, {"application/vnd.book.claims+json": self.record}) if self.record else data
+
+    def _table(self, rows: pd.DataFrame) -> str:
+        chapters = "chapter" in rows.columns
+        head = ["claim", "published (source)", "here (95% interval)", "control", "verdict"]
+        out = ['<div class="table-scroll"><table class="scoreboard">', "<thead><tr>"]
         if chapters:
             out.append("<th>ch.</th>")
         out += [f"<th>{h}</th>" for h in head] + ["</tr></thead>", "<tbody>"]
-        for row in self.frame.to_dict("records"):
-            verdict = row["verdict"].replace(" ", "-")
-            out.append(f'<tr class="verdict-{verdict}">')
+        for row in rows.to_dict("records"):
+            verdict = row["verdict"]
+            out.append(f'<tr class="verdict-{verdict.replace(" ", "-")}">')
             if chapters:
-                name = html.escape(row["chapter"])
+                name = html.escape(str(row["chapter"]))
                 href = self.links.get(row["chapter"])
                 out.append(f'<td><a href="{html.escape(href)}">{name}</a></td>' if href else f"<td>{name}</td>")
             claim = html.escape(row["claim"])
@@ -130,36 +163,67 @@ class Scoreboard:
             if self.show_notes and row["note"]:
                 claim += f'<div class="note">{html.escape(row["note"])}</div>'
             published = html.escape(row["published"] or "-")
-            holds = "yes" if row["holds here"] == "yes" else "no"
-            agrees = row["agrees"].split(" ")[0].replace("not", "none")
+            source = f'<div class="source">{html.escape(row["source"])}</div>' if row["source"] else ""
             out += [
                 f'<td><span class="id">{label}</span> {claim}</td>',
-                f"<td>{html.escape(row['this model'] or '-')}</td>",
-                f'<td>{published}<div class="source">{html.escape(row["source"])}</div></td>',
-                f'<td class="holds {holds}">{html.escape(row["holds here"])}</td>',
-                f'<td class="agrees {agrees}">{html.escape(row["agrees"])}</td>',
+                f"<td>{published}{source}</td>",
+                f"<td>{html.escape(row['here'] or '-')}</td>",
+                f"<td>{html.escape(row['control'] or '-')}</td>",
+                f'<td class="verdict {VERDICT_CLASS.get(verdict, "none")}">{html.escape(verdict)}</td>',
                 "</tr>",
             ]
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
+        return "".join(out)
+
+    def _repr_html_(self) -> str:
+        out = []
+        for kind in ("paper", "finding"):
+            rows = self.frame[self.frame["kind"] == kind]
+            if len(rows):
+                out.append(f'<p class="scoreboard-kind">{KIND_TITLES[kind]}</p>' + self._table(rows))
+        checks = self.frame[self.frame["kind"] == "check"]
+        names = ", ".join(html.escape(i) for i in checks["id"])
+        line = html.escape(self.checks_line())
+        out.append(
+            f'<details class="scoreboard-checks"><summary>{line}</summary><p>{names}</p></details>'
+            if len(checks)
+            else f"<p>{line}</p>"
+        )
         return "".join(out)
 
 
-VERDICTS = ("reproduced", "in kind", "not reproduced")
+VERDICTS = ("reproduced", "in direction only", "not reproduced", "not testable here")
+FINDING_VERDICTS = ("holds", "does not hold", "not testable here")
 
 
-def verdict_counts(report: pd.DataFrame) -> pd.DataFrame:
-    """Per chapter, how many claims are reproduced, reproduced in kind only, or not: the report's first table.
+def verdict_counts(report: pd.DataFrame, kind: str = "paper") -> pd.DataFrame:
+    """Per chapter, how many records of ``kind`` have each verdict: the report's tables.
 
-    report: ``claims.report_table`` output. Returns columns ``claims`` and one per verdict
-    of ``VERDICTS``, indexed by chapter, with a last row ``all``.
+    report: ``claims.report_table`` output. Returns a column ``claims`` (or ``findings``) and
+    one per verdict of that kind, indexed by chapter, with a last row ``all``.
     """
-    if "chapter" not in report.columns or "verdict" not in report.columns:
-        raise ValueError("report needs the columns chapter and verdict (helpers.book.claims.report_table).")
-    counts = pd.crosstab(report["chapter"], report["verdict"]).reindex(columns=list(VERDICTS), fill_value=0)
-    counts.insert(0, "claims", counts.sum(axis=1))
+    if "chapter" not in report.columns or "verdict" not in report.columns or "kind" not in report.columns:
+        raise ValueError("report needs the columns chapter, kind and verdict (helpers.book.claims.report_table).")
+    verdicts = {"paper": VERDICTS, "finding": FINDING_VERDICTS}[kind]
+    rows = report[report["kind"] == kind]
+    counts = pd.crosstab(rows["chapter"], rows["verdict"]).reindex(columns=list(verdicts), fill_value=0)
+    counts.insert(0, "claims" if kind == "paper" else "findings", counts.sum(axis=1))
     counts.loc["all"] = counts.sum()
     counts.columns.name = None
     return counts.astype(int)
+
+
+class CheckCount(NamedTuple):
+    """How many of a report's checks pass."""
+
+    passing: int
+    total: int
+
+
+def check_counts(report: pd.DataFrame) -> CheckCount:
+    """The passing and all checks of ``report``."""
+    checks = report[report["kind"] == "check"]
+    return CheckCount(int((checks["verdict"] == "passes").sum()), len(checks))
 
 
 def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> str:
@@ -172,51 +236,48 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
         name = html.escape(str(chapter))
         cell = f'<a href="{html.escape(href)}">{name}</a>' if href else f"<strong>{name}</strong>"
         rows.append("<tr><td>" + cell + "</td>" + "".join(f"<td>{int(v)}</td>" for v in row) + "</tr>")
-    return f'<table class="verdict"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (
+        f'<div class="table-scroll"><table class="verdict"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def departures_html(report: pd.DataFrame, links: dict[str, str] | None = None) -> str:
-    """The claims of ``report`` (``claims.report_table``, ``chapter`` as the links' keys) that are
-    not plainly reproduced, one list item each, in chapter order: chapter and claim id (linked
-    to its section), this model's figure against the published one, and the chapter's reason.
+    """The paper claims of ``report`` (``claims.report_table``) not plainly reproduced, one item each.
 
-    Claims compared with a published figure by order only ("order only" tolerance: another
-    model or reference, so the size cannot agree) are one item per chapter, not one each.
+    Each item: the claim in words (linked to its section), its verdict, this model's figure
+    against the published one and the control, and the chapter's reason.
     """
     links = links or {}
-    items: list[tuple[str, int, str]] = []  # (chapter, 0 for a claim or 1 for the orderings, html)
-    departures = report[report["verdict"] != "reproduced"]
-    by_order = departures["agrees"].str.endswith("(order only)") & (departures["verdict"] == "in kind")
-    for chapter, rows in departures[by_order].groupby("chapter", sort=False):
-        ids = ", ".join(f"<code>{html.escape(i)}</code>" for i in rows["id"])
-        href = html.escape(links.get(chapter, ""))
-        text = (
-            f'<li><a href="{href}">chapter {html.escape(str(chapter))}</a>: {len(rows)} orderings hold ({ids}); '
-            "their published figures are correlations of another model with another reference, so only "
-            "the order is compared.</li>"
-        )
-        items.append((str(chapter), 1, text))
-    for row in departures[~by_order].to_dict("records"):
-        href = links.get(row["chapter"], "") + (f"#{row['section']}" if row.get("section") else "")
-        reason = f" &mdash; {html.escape(row['note'])}" if row["note"] else ""
-        text = (
-            f'<li><a href="{html.escape(href)}">chapter {html.escape(str(row["chapter"]))} '
-            f"&middot; {html.escape(row['id'])}</a> ({row['verdict']}): {html.escape(row['this model'] or '-')} "
-            f"against {html.escape(row['published'] or '-')}{reason}</li>"
-        )
-        items.append((str(row["chapter"]), 0, text))
-    if not items:
+    departures = report[(report["kind"] == "paper") & (report["verdict"] != "reproduced")]
+    if not len(departures):
         return "<p>None.</p>"
+    items = []
+    for row in departures.to_dict("records"):
+        href = links.get(row["chapter"], "") + (f"#{row['section']}" if row.get("section") else "")
+        reason = f" {html.escape(row['note'])}." if row["note"] else ""
+        figures = (
+            f" Here {html.escape(row['here'])}; published {html.escape(row['published'] or '-')}; "
+            f"control {html.escape(row['control'])}."
+            if row["here"]
+            else ""
+        )
+        items.append(
+            (
+                _chapter_order(str(row["chapter"])),
+                f'<li><a href="{html.escape(href)}">Chapter {html.escape(str(row["chapter"]))}</a>, '
+                f"<em>{html.escape(row['verdict'])}</em>: {html.escape(row['claim'])}.{figures}{reason}</li>",
+            )
+        )
+    return f'<ul class="departures">{"".join(text for _, text in sorted(items, key=lambda item: item[0]))}</ul>'
 
-    def order(item):
-        chapter, kind, _ = item
-        return (0, int(chapter), "", kind) if chapter.isdigit() else (1, 0, chapter, kind)
 
-    return f'<ul class="departures">{"".join(text for *_, text in sorted(items, key=order))}</ul>'
+def _chapter_order(chapter: str) -> tuple:
+    return (0, int(chapter), "") if chapter.isdigit() else (1, 0, chapter)
 
 
 _STRING = re.compile(r"\"([a-z0-9][a-z0-9_.-]*)\"")
-_CLAIM_CALL = re.compile(r"claims\.(?:check|at_most|at_least|compare)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
+_CLAIM_CALL = re.compile(r"claims\.(?:check|paper|finding|not_testable)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
 
 
 def chapter_title(notebook: Path) -> str:
@@ -231,6 +292,12 @@ def chapter_title(notebook: Path) -> str:
     raise ValueError(f"{notebook.name} has no '# ' heading.")
 
 
+def _anchor(heading: str) -> str:
+    """The id docutils gives a heading (``docutils.nodes.make_id``, without importing docutils)."""
+    text = unicodedata.normalize("NFKD", " ".join(heading.lower().split())).encode("ascii", "ignore").decode()
+    return re.sub(r"^[-0-9]+|-+$", "", re.sub(r"[^a-z0-9]+", "-", text))
+
+
 def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
     """Claim id -> the anchor of the section (the last heading above it) whose cells register it.
 
@@ -242,8 +309,6 @@ def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
     Empty when the notebook is not there (a copy run elsewhere): the scoreboard then
     has no links.
     """
-    from docutils.nodes import make_id
-
     try:
         cells = json.loads(Path(notebook).read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -254,7 +319,7 @@ def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
         if cell.get("cell_type") == "markdown":
             for line in source.splitlines():
                 if re.match(r"#{1,3} ", line):
-                    anchor = make_id(line.lstrip("#").strip())
+                    anchor = _anchor(line.lstrip("#").strip())
                     current = anchor if anchor not in seen else ""  # a repeated heading gets another id
                     seen.add(anchor)
         elif cell.get("cell_type") == "code" and current:
