@@ -1,4 +1,4 @@
-"""The claims scoreboard: registration, the strict and report modes, the records the report reads."""
+"""The scoreboard: three kinds of record, verdicts from intervals and controls, the records the report reads."""
 
 import json
 
@@ -7,38 +7,83 @@ import pytest
 import torch
 
 import helpers
-from helpers.book.claims import ClaimFailed, Claims, load_records, report_table
+from helpers.book.claims import ClaimFailed, Claims, Control, load_records, record_defects, report_table
+from helpers.methods.intervals import Estimate
 
 
-def test_strict_mode_fails_with_every_failing_message(tmp_path):
+def estimate(value, low, high, sequences=20):
+    return Estimate(value, low, high, sequences)
+
+
+def test_a_failed_check_stops_the_chapter_in_strict_mode(tmp_path):
     claims = Claims("99_test", model="tiny", mode="strict")
-    assert claims.check("holds", "one claim that holds", True, paper="0.5", measured="0.6")
-    assert not claims.check("fails", "one claim that does not", np.bool_(False), measured="0.1")
-    with pytest.raises(ClaimFailed, match="(?s)1 of 2 claims.*fails: one claim that does not"):
-        claims.enforce(tmp_path)
-    record = json.loads((tmp_path / "99_test.json").read_text())  # written before failing
-    assert [c["holds"] for c in record["claims"]] == [True, False]
+    assert claims.check("holds", "an identity that holds", True, measured="below 1e-6")
+    with pytest.raises(ClaimFailed, match="check fails fails of 99_test: an identity that does not"):
+        claims.check("fails", "an identity that does not", np.bool_(False), measured="0.1")
 
 
-def test_report_mode_shows_the_failure_and_goes_on(tmp_path, monkeypatch):
+def test_report_mode_marks_a_failed_check_and_goes_on(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_CLAIMS", "report")
     claims = Claims("99_test")
-    claims.check("fails", "does not hold", torch.tensor(False))
+    assert not claims.check("fails", "does not hold", torch.tensor(False))
     board = claims.enforce(tmp_path)
-    assert board.frame.set_index("id").loc["fails", "holds here"] == "NO"
-    assert "verdict-not-reproduced" in board._repr_html_() and "fails: not reproduced" in repr(board)
+    assert board.frame.set_index("id").loc["fails", "verdict"] == "fails"
+    assert "0 of 1 checks pass; failing: fails." in repr(board)
     rows = report_table(load_records(tmp_path))
-    assert rows.chapter.tolist() == ["99_test"] and rows["holds here"].tolist() == ["NO"]
+    assert rows.chapter.tolist() == ["99_test"] and rows["kind"].tolist() == ["check"]
+
+
+def test_the_verdict_comes_from_the_interval_and_the_control():
+    claims = Claims("99_test", mode="strict")
+    chance = Control("a random column space of the same rank", 0.5)
+    clear = estimate(0.8, 0.7, 0.9)
+    straddles = estimate(0.6, 0.45, 0.75)
+    below = estimate(0.3, 0.2, 0.4)
+    assert claims.paper("clears", "most is removed", clear, chance) == "reproduced"
+    assert claims.paper("straddles", "most is removed", straddles, chance) == "not reproduced"
+    assert claims.paper("reversed", "most is removed", below, chance) == "not reproduced"
+    assert claims.paper("size", "most is removed", clear, chance, size=(0.95, 0.05)) == "in direction only"
+    assert claims.paper("size-ok", "most is removed", clear, chance, size=(0.85, 0.05)) == "reproduced"
+    assert claims.paper("side", "less is removed", below, chance, side="below") == "reproduced"
+    assert claims.finding("mine", "my finding", straddles, chance) == "does not hold"
+    assert claims.finding("mine-2", "my finding", clear, chance) == "holds"
+    # a control with its own interval: the claim must clear the control's far edge
+    noisy = Control("position 1", estimate(0.6, 0.5, 0.68))
+    assert claims.paper("noisy", "more than at position 1", clear, noisy) == "reproduced"
+    assert claims.paper("noisy-2", "more than at position 1", estimate(0.75, 0.66, 0.8), noisy) == "not reproduced"
+    # a threshold from the paper applies where it is stricter than the control, never looser
+    assert claims.paper("paper-bound", "above 0.75", clear, chance, threshold=0.75) == "not reproduced"
+    assert claims.paper("loose-bound", "above 0.1", straddles, chance, threshold=0.1) == "not reproduced"
+    by_id = {c.id: c for c in claims.claims}
+    assert by_id["reversed"].note.startswith("reversed")
+    assert not by_id["straddles"].note
+    assert by_id["clears"].measured == "0.80 [0.70, 0.90] over 20 sequences"
+    assert by_id["clears"].control == "a random column space of the same rank: 0.50"
+    assert by_id["loose-bound"].bound == 0.5 and by_id["paper-bound"].bound == 0.75
+    assert by_id["size"].tolerance == "±0.05 of 0.95" and by_id["size"].published == "0.95"
+    assert claims.not_testable("no", "needs d_v = 64", "the bundled model has d_v = 32") == "not testable here"
+    assert record_defects(claims.record()) == []
 
 
 def test_bad_registrations_are_refused():
     claims = Claims("99_test", mode="report")
+    chance = Control("chance", 0.1)
     with pytest.raises(TypeError, match="boolean"):
         claims.check("a", "a claim", 0.7)
     with pytest.raises(TypeError, match="one boolean"):
         claims.check("a", "a claim", torch.tensor([True, False]))
     with pytest.raises(ValueError, match="lower-case"):
         claims.check("Bad Id", "a claim", True)
+    with pytest.raises(TypeError, match="Estimate"):
+        claims.paper("bare", "a bare number", 0.7, chance)
+    with pytest.raises(TypeError, match="Control"):
+        claims.paper("no-control", "no control", estimate(0.7, 0.6, 0.8), 0.1)
+    with pytest.raises(ValueError, match="side"):
+        claims.paper("side", "a side", estimate(0.7, 0.6, 0.8), chance, side="beyond")
+    with pytest.raises(ValueError, match="description"):
+        Control("", 0.1)
+    with pytest.raises(ValueError, match="say why"):
+        claims.not_testable("why", "a claim", " ")
     claims.check("a", "a claim", True)
     with pytest.raises(ValueError, match="already registered"):
         claims.check("a", "again", True)
@@ -48,72 +93,72 @@ def test_bad_registrations_are_refused():
         Claims("x", mode="report").enforce()
 
 
+def test_a_record_that_cannot_fail_or_has_no_control_is_a_defect(tmp_path):
+    claims = Claims("99_test", mode="report")
+    claims.paper("fine", "a claim", estimate(0.8, 0.7, 0.9), Control("chance", 0.5))
+    good = claims.record()
+    assert record_defects(good) == []
+    bad = json.loads(json.dumps(good))
+    row = bad["claims"][0]
+    row["control_value"] = 0.9  # the control would pass a claim whose bound is 0.5
+    assert "cannot fail" in record_defects(bad)[0]
+    row.update(control="", control_value=0.5)
+    assert "without a control" in record_defects(bad)[0]
+    row.update(control="chance: 0.5", interval=[])
+    assert "without an interval" in record_defects(bad)[0]
+    row.update(interval=[0.7, 0.9], verdict="in kind")
+    assert "verdict 'in kind'" in record_defects(bad)[0]
+    # enforce refuses a defective record before writing it
+    claims._claims["fine"] = claims._claims["fine"].__class__(**{**row, "verdict": "reproduced", "control": ""})
+    with pytest.raises(ValueError, match="without a control"):
+        claims.enforce(tmp_path)
+
+
+def test_the_scoreboard_shows_three_kinds_and_is_stable():
+    claims = Claims("99_test", mode="report")
+    claims.paper(
+        "a-claim", "A <b> claim & more", estimate(0.8, 0.7, 0.9), Control("chance", 0.5), source="Someone 2021"
+    )
+    claims.finding("b-finding", "a finding", estimate(0.2, 0.1, 0.3), Control("prior", 0.5), side="below")
+    claims.check("c-check", "an identity", True)
+    claims.check("d-check", "another identity", True)
+    board = helpers.book.scoreboard.Scoreboard(claims.table().reset_index(), record=claims.record())
+    html = board._repr_html_()
+    assert html == board._repr_html_()  # no random ids: nbval compares it
+    assert html.index("The paper's claims") < html.index("The book's findings") < html.index("All 2 checks pass.")
+    assert "A &lt;b&gt; claim &amp; more" in html and "Someone 2021" in html
+    assert '<td class="verdict yes">reproduced</td>' in html and '<td class="verdict yes">holds</td>' in html
+    assert "c-check, d-check" in html
+    data, metadata = board._repr_mimebundle_()
+    assert data["text/html"] == html and "a-claim (paper): reproduced" in data["text/plain"]
+    assert metadata["application/vnd.book.claims+json"]["chapter"] == "99_test"
+
+
+def test_the_report_counts_paper_claims_findings_and_checks_apart(tmp_path):
+    for chapter, figures in (("01_a", [(0.8, 0.7, 0.9), (0.4, 0.3, 0.6)]), ("02_b", [(0.9, 0.8, 0.95)])):
+        claims = Claims(chapter, mode="report")
+        for k, figure in enumerate(figures):
+            claims.paper(f"p{k}", "a claim", estimate(*figure), Control("chance", 0.5))
+        claims.finding("f", "a finding", estimate(0.8, 0.7, 0.9), Control("chance", 0.5))
+        claims.check("c", "an identity", True)
+        claims.save(tmp_path)
+    report = report_table(load_records(tmp_path))
+    scoreboard = helpers.book.scoreboard
+    counts = scoreboard.verdict_counts(report)
+    assert counts.loc["01_a"].tolist() == [2, 1, 0, 1, 0] and counts.loc["all", "claims"] == 3
+    findings = scoreboard.verdict_counts(report, kind="finding")
+    assert findings.loc["all"].tolist() == [2, 2, 0, 0]
+    assert scoreboard.check_counts(report) == (2, 2)
+    html = scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
+    assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
+    departures = scoreboard.departures_html(report, links={"01_a": "01_a.html"})
+    assert departures.count("<li>") == 1 and "<em>not reproduced</em>: a claim." in departures
+    assert scoreboard.departures_html(report[report.verdict == "reproduced"]) == "<p>None.</p>"
+
+
 def test_records_dir_follows_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("BOOK_CLAIMS_DIR", str(tmp_path / "records"))
     assert helpers.book.claims.records_dir() == tmp_path / "records"
-
-
-def test_a_numeric_claim_states_value_and_threshold_once(tmp_path):
-    claims = Claims("99_test", mode="report")
-    assert claims.at_most("small", "the share is small", torch.tensor(0.041), 0.06, published=0.05, tolerance=0.02)
-    assert not claims.at_least("large", "the share is large", np.float64(0.041), 0.5, fmt=".0%")
-    assert claims.at_least("far", "holds, but far from the paper", 0.75, 0.5, published=0.93, tolerance=0.05)
-    small, large, far = claims.claims
-    assert small.measured == "0.04 (at most 0.06)" and small.paper == "0.05" and small.tolerance == "±0.02"
-    assert small.agrees is True and small.verdict == "reproduced"
-    assert large.measured == "4% (at least 50%)" and large.agrees is None and large.verdict == "not reproduced"
-    assert far.agrees is False and far.verdict == "in kind"
-    table = claims.table()
-    assert table.loc["far", "agrees"] == "no (±0.05)" and table.loc["large", "agrees"] == "not compared"
-    assert table.loc["small", "source"] == "Brunner et al. 2020"
-    with pytest.raises(ValueError, match="both published and tolerance"):
-        claims.at_most("x", "x", 0.1, 0.2, published=0.1)
-    with pytest.raises(TypeError, match="number"):
-        claims.at_most("y", "y", "0.1", 0.2)
-    with pytest.raises(ValueError, match="side"):
-        claims.compare("z", "z", 0.1, 0.2, "below")
-
-
-def test_the_scoreboard_html_is_stable_and_wraps_in_the_column():
-    claims = Claims("99_test", mode="report")
-    claims.check("a-claim", "A <b> claim & more", True, paper="0.9", source="Someone et al. 2021", note="why")
-    board = helpers.book.scoreboard.Scoreboard(claims.table().reset_index())
-    html = board._repr_html_()
-    assert html == board._repr_html_()  # no random ids: nbval compares it
-    assert html.startswith('<table class="scoreboard">') and "A &lt;b&gt; claim &amp; more" in html
-    assert "Someone et al. 2021" in html and '<div class="note">why</div>' in html
-
-
-def test_the_report_counts_verdicts_per_chapter(tmp_path):
-    for chapter, agrees in (("01_a", [True, None]), ("02_b", [False, True])):
-        claims = Claims(chapter, mode="report")
-        for k, value in enumerate(agrees):
-            claims.check(f"c{k}", "a claim", True, agrees=value)
-        claims.save(tmp_path)
-    counts = helpers.book.scoreboard.verdict_counts(report_table(load_records(tmp_path)))
-    assert counts.loc["01_a"].tolist() == [2, 2, 0, 0] and counts.loc["02_b"].tolist() == [2, 1, 1, 0]
-    assert counts.loc["all", "claims"] == 4
-    html = helpers.book.scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
-    assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
-
-
-def test_departures_are_one_line_each_and_orderings_one_line_per_chapter(tmp_path):
-    claims = Claims("07_c", mode="report")
-    claims.check("order-a", "a before b", True, agrees=False, tolerance="order only")
-    claims.check("order-b", "c before d", True, agrees=False, tolerance="order only")
-    claims.check("size", "x is large", True, measured="0.5", paper="0.9", agrees=False, note="smaller model")
-    claims.check("fine", "y holds", True, agrees=True)
-    claims.check("broken", "z holds", False)
-    claims.save(tmp_path)
-    report = report_table(load_records(tmp_path))
-    html = helpers.book.scoreboard.departures_html(report, links={"07_c": "07_c.html"})
-    items = html.count("<li>")
-    assert items == 3  # the two orderings share one line; "fine" is not a departure
-    assert "2 orderings hold (<code>order-a</code>, <code>order-b</code>)" in html
-    assert "0.5 against 0.9 &mdash; smaller model" in html and "(not reproduced)" in html
-    assert "fine" not in html
-    assert html.index("size") < html.index("orderings hold")  # a chapter's claims, then its orderings
-    assert helpers.book.scoreboard.departures_html(report[report.id == "fine"]) == "<p>None.</p>"
 
 
 def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
@@ -121,7 +166,7 @@ def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
         {"cell_type": "markdown", "source": ["# Title\n", "\n", "## Raw vs effective: the [CLS] case\n"]},
         {"cell_type": "code", "source": ['claims.check("a-claim", "...", True)\n']},
         {"cell_type": "markdown", "source": ["## Second part\n"]},
-        {"cell_type": "code", "source": ['claims.at_most(\n    "b.claim", "...", 0.1, 0.2\n)\n']},
+        {"cell_type": "code", "source": ['claims.paper(\n    "b.claim", "...", e, c\n)\n']},
         {"cell_type": "markdown", "source": ["## Third part\n"]},
         {"cell_type": "code", "source": ['ordering(\n    "c-claim", "...", (1, 0))\n']},
     ]
@@ -129,16 +174,16 @@ def test_each_claim_links_the_section_that_tests_it(tmp_path, monkeypatch):
     sections = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb")
     assert sections == {"a-claim": "raw-vs-effective-the-cls-case", "b.claim": "second-part"}
     # a claim registered through a chapter's own function is found by its id
-    with_ids = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb", ids={"a-claim", "c-claim"})
-    assert with_ids == {"a-claim": "raw-vs-effective-the-cls-case", "c-claim": "third-part"}
+    with_ids = helpers.book.scoreboard.claim_sections(tmp_path / "99_test.ipynb", ids={"b.claim", "c-claim"})
+    assert with_ids == {"b.claim": "second-part", "c-claim": "third-part"}
     assert helpers.book.scoreboard.claim_sections(tmp_path / "missing.ipynb") == {}
     monkeypatch.chdir(tmp_path)
     claims = Claims("99_test", mode="report")
-    claims.check("a-claim", "the claim", True)
+    claims.paper("b.claim", "the claim", estimate(0.8, 0.7, 0.9), Control("chance", 0.5))
     board = claims.enforce(tmp_path / "records")
-    assert 'href="#raw-vs-effective-the-cls-case"' in board._repr_html_()
+    assert 'href="#second-part"' in board._repr_html_()
     record = json.loads((tmp_path / "records" / "99_test.json").read_text())
-    assert record["claims"][0]["section"] == "raw-vs-effective-the-cls-case"
+    assert record["claims"][0]["section"] == "second-part"
 
 
 def test_chapter_title_reads_the_number_and_the_heading(tmp_path):

@@ -58,6 +58,8 @@ def test_null_space_tables(model, tokenizer):
     check_numbering(
         helpers.methods.nullspace.compare_null_spaces(internals, simplex=True, progress=False), "compare_null_spaces"
     )
+    contributions = helpers.drivers.ranks.head_contributions(model, [encoding], progress=False)
+    check_numbering(contributions, "head_contributions")
 
 
 def test_effective_attention_tables(model, tokenizer, pairs):

@@ -127,3 +127,32 @@ def test_visible_code_fits_the_column(notebook):
     """The code a reader sees fits the code cell's width in the rendered page (no horizontal scrolling)."""
     long = [line for line in _visible_code_lines(notebook) if len(line) > COLUMN]
     assert not long, f"{notebook.name}: {len(long)} visible code lines over {COLUMN} characters: {long[:3]}"
+
+
+CLAIMS_MIME = "application/vnd.book.claims+json"
+
+
+def _scoreboard_record(notebook: Path) -> tuple[dict | None, list[str]]:
+    """The record the committed scoreboard cell carries, and that cell's tags."""
+    last = _cells(notebook, "code")[-1]
+    for output in last.get("outputs", []):
+        record = output.get("metadata", {}).get(CLAIMS_MIME)
+        if record:
+            return record, last.metadata.get("tags", [])
+    return None, last.metadata.get("tags", [])
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_the_committed_scoreboard_is_compared_and_sound(notebook):
+    """Every paper claim and finding has a control and an interval, no control meets its own bound,
+    and the notebook check compares the scoreboard, so a verdict that changes fails the build."""
+    from helpers.book.claims import record_defects
+
+    record, tags = _scoreboard_record(notebook)
+    assert "nbval-ignore-output" not in tags, f"{notebook.name}: the scoreboard must be compared by the notebook check"
+    assert record is not None, f"{notebook.name}: the last cell's output carries no claims record: re-execute it"
+    assert record["chapter"] == notebook.stem
+    defects = record_defects(record)
+    assert not defects, f"{notebook.name}: " + "; ".join(defects)
+    kinds = {c["kind"] for c in record["claims"]}
+    assert kinds, f"{notebook.name}: an empty scoreboard"

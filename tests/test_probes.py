@@ -124,16 +124,49 @@ def test_cosine_training_lowers_the_cosine_loss(split):
     train, _ = split
     h, x = train.hidden[INDEPENDENT], train.x
     threads = torch.get_num_threads()
-    start = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
-    trained = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
+    start = helpers.methods.probes.fit_map(h, x, "linear", "cosine")  # the closed form: epochs change nothing
+    assert torch.equal(start(h), helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=100)(h))
+    assert torch.allclose(  # least squares onto the unit-length targets
+        start(h), helpers.methods.probes.fit_map(h, torch.nn.functional.normalize(x, dim=-1), "linear", "l2")(h)
+    )
     mlp = helpers.methods.probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
     assert torch.get_num_threads() == threads  # the one-thread training loop restores the setting
 
     def loss(m):
         return helpers.methods.probes._loss(m(h), x, "cosine").item()
 
-    assert loss(trained) < loss(start) - 1e-3
     assert loss(mlp) < loss(start) - 1e-3
+
+
+def exact_linear_tokens(scale: float, sentences: int = 40, length: int = 12, d: int = 32) -> HiddenTokens:
+    """One hidden state that is an exact affine function of the inputs, times ``scale``."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(sentences * length, d, generator=g)
+    hidden = scale * (x @ (torch.randn(d, d, generator=g) / d**0.5) + torch.randn(d, generator=g))
+    sequence = torch.arange(sentences).repeat_interleave(length)
+    position = torch.arange(length).repeat(sentences)
+    return HiddenTokens(hidden[None], x, sequence, position, torch.zeros(len(x), dtype=torch.long))
+
+
+@pytest.mark.parametrize("scale", [1.0, 10.0, 100.0, 1e4])
+def test_the_input_scale_cannot_matter(scale):
+    train, test = helpers.methods.probes.split_by_sequence(exact_linear_tokens(scale), 0.3, seed=0)
+    reference = helpers.methods.probes.split_by_sequence(exact_linear_tokens(1.0), 0.3, seed=0)
+    for kind, loss in (("linear", "l2"), ("linear", "cosine"), ("mlp", "l2"), ("mlp", "cosine")):
+        fitted = helpers.methods.probes.fit_token_map(train, 0, kind, loss, epochs=2)
+        assert helpers.methods.probes.evaluate_map(fitted, test) >= 0.99, (kind, loss)
+        if kind == "linear":  # the same predictions as at scale 1: the fit standardises its inputs
+            at_one = helpers.methods.probes.fit_token_map(reference[0], 0, kind, loss)
+            assert torch.allclose(fitted(test.hidden[0]), at_one(reference[1].hidden[0]), atol=1e-4), loss
+    # the L2 map lands in input space: it identifies with either distance
+    least_squares = helpers.methods.probes.fit_token_map(train, 0, "linear", "l2")
+    for distance in ("l2", "cosine"):
+        assert helpers.methods.probes.evaluate_map(least_squares, test, distance=distance) >= 0.99
+    hits = helpers.methods.probes.map_hits(least_squares, test, distance="cosine")
+    assert torch.equal(hits.sources, torch.arange(len(test))) and hits.targets.all()
+    # the naive map is the identity: scale-free with cosine
+    naive = helpers.methods.probes.fit_map(scale * test.x, test.x, "naive", "cosine")
+    assert helpers.methods.probes.identifiability_rate(naive(scale * test.x), test.x, test.sequence) == 1.0
 
 
 def test_mlp_is_seeded(split):

@@ -191,7 +191,7 @@ class Claims:
         self._add(Claim(id, "check", claim, "passes" if passed else "fails", measured=str(measured), source=source))
         if not passed and self.mode == "strict":
             raise ClaimFailed(
-                f"check {id} of {self.chapter} fails: {claim} (this model: {measured or 'n/a'}).\n"
+                f"check {id} fails of {self.chapter}: {claim} (this model: {measured or 'n/a'}).\n"
                 "Set BOOK_CLAIMS=report to mark it and keep going."
             )
         return passed

@@ -22,6 +22,7 @@ from ..methods.attribution import (
     pair_positions,
     self_contribution,
 )
+from ..methods.intervals import Estimate, bootstrap
 from ..methods.word_classes import WORD_CLASSES
 from ..model.corpus import check_records
 from ..model.numbering import check_seed
@@ -164,12 +165,24 @@ def cls_table(results: Sequence[Attribution], window: int = 3) -> ClsTables:
     per_token`` (summed share of each part and its mean per token) and ``layer,
     offset, contribution`` (mean c_{[CLS], j} at each offset from the first [SEP]).
     """
+
+    if not results:
+        raise ValueError("No results to tabulate.")
+    by_example = cls_table_by_example(results, window)
+    segments = by_example.segments.drop(columns="example").groupby(["layer", "segment"], sort=False).mean()
+    around = by_example.around.drop(columns="example").groupby(["layer", "offset"]).mean()
+    return ClsTables(segments.reset_index(), around.reset_index())
+
+
+def cls_table_by_example(results: Sequence[Attribution], window: int = 3) -> ClsTables:
+    """:func:`cls_table` per example: the same two tables with an ``example`` column first
+    (index into ``results``), not averaged, so that an interval can resample the pairs."""
     import pandas as pd
 
     if not results:
         raise ValueError("No results to tabulate.")
     segment_rows, around_rows = [], []
-    for attribution in results:
+    for example, attribution in enumerate(results):
         labels, shares = cls_segments(attribution)
         sep, last = pair_positions(attribution)
         sizes = [1, sep - 1, 1, last - sep - 1, 1]
@@ -178,10 +191,128 @@ def cls_table(results: Sequence[Attribution], window: int = 3) -> ClsTables:
             for g, label in enumerate(labels):
                 share = float(shares[k, g])
                 segment_rows.append(
-                    {"layer": layer, "segment": label, "contribution": share, "per_token": share / sizes[g]}
+                    {
+                        "example": example,
+                        "layer": layer,
+                        "segment": label,
+                        "contribution": share,
+                        "per_token": share / sizes[g],
+                    }
                 )
             for column, offset in enumerate(offsets):
-                around_rows.append({"layer": layer, "offset": offset, "contribution": float(around[k, column])})
-    segments = pd.DataFrame(segment_rows).groupby(["layer", "segment"], sort=False).mean().reset_index()
-    around = pd.DataFrame(around_rows).groupby(["layer", "offset"]).mean().reset_index()
-    return ClsTables(segments, around)
+                around_rows.append(
+                    {"example": example, "layer": layer, "offset": offset, "contribution": float(around[k, column])}
+                )
+    return ClsTables(pd.DataFrame(segment_rows), pd.DataFrame(around_rows))
+
+
+# ---------------------------------------------------------------- per example, for intervals over pairs
+
+
+def distance_by_example(results: Sequence[Attribution], bins: Sequence[tuple[int, int | None]] = DEFAULT_BINS):
+    """Context by relative distance per example: one row per (example, layer, group).
+
+    Columns ``example, layer, group, total, pairs``: ``total`` is the group's share
+    summed over the example's hidden tokens, ``pairs`` the number of (hidden, input)
+    pairs in the group. Pool groups and examples by summing both; their ratio is the
+    mean c_ij per pair (:func:`per_pair_share`).
+    """
+    import pandas as pd
+
+    if not results:
+        raise ValueError("No results to tabulate.")
+    rows = []
+    for example, attribution in enumerate(results):
+        labels, groups = distance_groups(attribution, bins)
+        totals = groups.sum(dim=1).double().numpy()  # (L', G)
+        pairs = distance_masks(attribution.n, bins)[1].sum(dim=(0, 1)).numpy()  # (G,)
+        for k, layer in enumerate(attribution.layer_numbers):
+            for g, label in enumerate(labels):
+                rows.append(
+                    {
+                        "example": example,
+                        "layer": layer,
+                        "group": label,
+                        "total": float(totals[k, g]),
+                        "pairs": int(pairs[g]),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def per_pair_share(frame: pd.DataFrame, groups: Sequence[str]) -> pd.DataFrame:
+    """The mean c_ij over the (hidden, input) pairs of the union of ``groups``, per example and layer.
+
+    frame: :func:`distance_by_example`. Returns an (examples x layers) DataFrame, NaN
+    where an example has no pair in those groups.
+    """
+    unknown = set(groups) - set(frame["group"])
+    if not groups or unknown:
+        raise ValueError(f"groups must be among {sorted(set(frame['group']))}; got {list(groups)}.")
+    chosen = frame[frame["group"].isin(list(groups))].groupby(["example", "layer"])[["total", "pairs"]].sum()
+    share = chosen["total"] / chosen["pairs"].where(chosen["pairs"] > 0)
+    return share.unstack("layer")
+
+
+def depth_spearman(frame: pd.DataFrame) -> pd.Series:
+    """Per row of an (examples x layers) frame, the Spearman correlation of its values with the layer.
+
+    -1: falls with every layer; +1: rises with every layer; 0 where the row is constant.
+    Columns are the layer numbers; NaN entries are left out of their row.
+    """
+    from scipy.stats import spearmanr
+
+    if frame.shape[1] < 2:
+        raise ValueError(f"a trend with depth needs at least two layers; got {frame.shape[1]}.")
+    layers = np.asarray(frame.columns, dtype=float)
+    out = {}
+    for example, row in frame.iterrows():
+        values = row.to_numpy(dtype=float)
+        keep = np.isfinite(values)
+        if keep.sum() < 2 or np.ptp(values[keep]) == 0:
+            out[example] = 0.0
+            continue
+        out[example] = float(spearmanr(layers[keep], values[keep]).statistic)
+    return pd.Series(out, name="spearman").rename_axis(frame.index.name)
+
+
+def class_gap(
+    table: pd.DataFrame, other: str = "function", from_layer: int = 1, shuffle: bool = False, seed: int = 0
+) -> Estimate:
+    """How much more of their own input content words keep than ``other`` tokens, from ``from_layer`` on.
+
+    The figure: over the layers >= ``from_layer``, the smallest gap between the median c_ii
+    of content tokens and that of ``other`` tokens, pooled over the examples; its 95%
+    interval resamples the examples (``helpers.bootstrap``). ``shuffle=True`` is its
+    permutation control: each example's word-class labels are shuffled among its own
+    tokens (seeded), so the class carries no information and the gap is chance.
+    table: ``self_contribution_table(results, classes=...)``.
+    """
+    missing = {"example", "layer", "position", "word_class", "self_contribution"} - set(table.columns)
+    if missing:
+        raise ValueError(
+            f"table lacks the columns {sorted(missing)}; use self_contribution_table(results, classes=...)."
+        )
+    if other not in WORD_CLASSES or other == "content":
+        raise ValueError(f"other must be one of {[c for c in WORD_CLASSES if c != 'content']}; got {other!r}.")
+    seed = check_seed(seed)
+    wide = table[table["layer"] >= from_layer].pivot(
+        index=["example", "position"], columns="layer", values="self_contribution"
+    )
+    if wide.shape[1] == 0:
+        raise ValueError(f"no layer from {from_layer} on in the table.")
+    labels = table.drop_duplicates(["example", "position"]).set_index(["example", "position"])["word_class"]
+    labels = labels.reindex(wide.index)
+    if shuffle:
+        rng = np.random.default_rng(seed)
+        labels = labels.groupby(level="example", group_keys=False).transform(lambda s: rng.permutation(s.to_numpy()))
+    code = np.where(labels == "content", 1.0, np.where(labels == other, 0.0, -1.0))
+    data = np.column_stack([code, wide.to_numpy(dtype=float)])
+
+    def smallest_gap(rows: np.ndarray) -> float:
+        content, rest = rows[rows[:, 0] == 1.0, 1:], rows[rows[:, 0] == 0.0, 1:]
+        if len(content) == 0 or len(rest) == 0:
+            return float("nan")
+        return float(np.min(np.median(content, axis=0) - np.median(rest, axis=0)))
+
+    return bootstrap(data, smallest_gap, groups=wide.index.get_level_values("example").to_numpy())

@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..methods import distributions
-from ..methods.effective import effective_attention_and_rank
+from ..methods.effective import effective_attention_and_rank, leverage
 from ..methods.linalg import DEFAULT_RTOL, numerical_rank, pearson
 from ..methods.tokens import attention_to, token_classes
 from ..model.capture import capture
@@ -44,7 +44,11 @@ def effective_attention_sweep(
         A pandas DataFrame with columns ``example`` (``Example.id``; the index for a plain
         string), ``source, n, layer, head, rank, null_dim, correlation`` (Pearson, raw vs effective) and, for each token
         class ``c`` of ``helpers.methods.tokens.token_classes``, ``raw_c`` and ``effective_c``
-        (``helpers.methods.tokens.attention_to``). Layers and heads count from 1.
+        (``helpers.methods.tokens.attention_to``), ``own_c`` (the part of the raw weight on c that
+        stays on c, ``a_ij P_jj``: ``effective_c - own_c`` is what the projection moves onto c
+        from other positions), ``leverage_c`` and ``leverage_rest_c`` (the mean leverage
+        ``P_jj`` of the tokens in c and of the others; NaN for an empty class). Layers and
+        heads count from 1.
     """
     if family_of(model).causal:
         raise UnsupportedModelError(
@@ -70,9 +74,15 @@ def effective_attention_sweep(
             "correlation": pearson(A, split.effective),
         }
         masks = token_classes(tokens_of(tokenizer, encoding), tokenizer.cls_token, tokenizer.sep_token)
+        values = internals.V if bool(full_row_rank.all()) else internals.V @ internals.H
+        diagonal = leverage(values, rtol)  # (L, h, n): P_jj, LN(T) = LN(V) where H has full row rank
         for name, mask in masks.items():
             columns[f"raw_{name}"] = attention_to(A, mask)
             columns[f"effective_{name}"] = attention_to(split.effective, mask)
+            weights = mask.to(torch.float64)
+            columns[f"own_{name}"] = (A.double() @ (diagonal * weights)[..., None]).squeeze(-1).mean(dim=-1)
+            columns[f"leverage_{name}"] = (diagonal * weights).sum(-1) / weights.sum()
+            columns[f"leverage_rest_{name}"] = (diagonal * (1 - weights)).sum(-1) / (1 - weights).sum()
         L, h = A.shape[:2]
         frame = {
             "layer": [layer_number(i) for i in range(L) for _ in range(h)],
@@ -132,3 +142,54 @@ def nearest_distributions(A: torch.Tensor, T: torch.Tensor, rows: Sequence[int] 
         }
     distances = pd.DataFrame(table).T.rename_axis("head")
     return NearestDistributions(distances, torch.stack(matrices))
+
+
+def removal_by_text(table: pd.DataFrame, token_class: str, per_layer: bool = False) -> pd.DataFrame:
+    """Per text (and layer), how much of the raw attention to ``token_class`` the null space removes.
+
+    table: ``effective_attention_sweep`` output. Heads (and layers, unless ``per_layer``)
+    are pooled weighted by the raw attention each gives the class. Returns one row per
+    ``example`` (and ``layer``) with ``n``, ``raw`` and ``effective`` (attention to the
+    class per query, summed over heads), ``removed`` (``1 - effective / raw``),
+    ``expected`` (``1 - r / n``: what a random column space of each head's rank would
+    remove), ``moved`` (``(effective - own) / raw``: the share the projection moves
+    onto the class from other positions), ``leverage`` and ``leverage_rest`` (the
+    class's and the other tokens' mean leverage, weighted the same way). Texts where
+    the class receives no attention (it is absent) are left out.
+    """
+    needed = {f"{kind}_{token_class}" for kind in ("raw", "effective", "own", "leverage", "leverage_rest")}
+    missing = sorted(needed - set(table.columns))
+    if missing:
+        raise ValueError(f"The table needs columns {missing} (effective_attention_sweep).")
+    frame = pd.DataFrame(
+        {
+            "example": table["example"],
+            "layer": table["layer"],
+            "n": table["n"],
+            "raw": table[f"raw_{token_class}"],
+            "effective": table[f"effective_{token_class}"],
+            "own": table[f"own_{token_class}"],
+        }
+    )
+    weight = frame["raw"]
+    frame["kept_by_chance"] = weight * table["rank"] / table["n"]
+    frame["leverage"] = weight * table[f"leverage_{token_class}"]
+    frame["leverage_rest"] = weight * table[f"leverage_rest_{token_class}"]
+    keys = ["example", "layer"] if per_layer else ["example"]
+    sums = frame.groupby(keys, sort=False).agg(
+        n=("n", "first"),
+        raw=("raw", "sum"),
+        effective=("effective", "sum"),
+        own=("own", "sum"),
+        kept_by_chance=("kept_by_chance", "sum"),
+        leverage=("leverage", "sum"),
+        leverage_rest=("leverage_rest", "sum"),
+    )
+    sums = sums[sums["raw"] > 0]
+    out = pd.DataFrame({"n": sums["n"], "raw": sums["raw"], "effective": sums["effective"]})
+    out["removed"] = 1 - sums["effective"] / sums["raw"]
+    out["expected"] = 1 - sums["kept_by_chance"] / sums["raw"]
+    out["moved"] = (sums["effective"] - sums["own"]) / sums["raw"]
+    out["leverage"] = sums["leverage"] / sums["raw"]
+    out["leverage_rest"] = sums["leverage_rest"] / sums["raw"]
+    return out.reset_index()

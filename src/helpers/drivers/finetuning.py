@@ -29,12 +29,16 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ..methods.captured import effective_attention_of
+from ..methods.effective import effective_attention_and_rank
+from ..methods.linalg import DEFAULT_RTOL
+from ..methods.probes import nearest_in_sequence
 from ..methods.tokens import attention_to
 from ..model.capture import capture
 from ..model.checks import check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
 from ..model.text import encode, text_pair_of
+from .identifiability import collect_hidden_tokens
 
 __all__ = [
     "PairClassifier",
@@ -45,6 +49,8 @@ __all__ = [
     "accuracy",
     "majority_baseline",
     "sink_attention_table",
+    "sink_attention_by_example",
+    "naive_identifiability_by_example",
 ]
 
 
@@ -280,3 +286,63 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
             "sink_share": sinks.count(common) / len(sinks),
         }
     )
+
+
+def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Sequence) -> pd.DataFrame:
+    """Per example and layer: raw and effective attention to the example's sink, and what a
+    random column space of the same rank would keep (the null-space control of PAPER.md §9).
+
+    The sink is chosen as in ``sink_attention_table`` (the token with the most raw attention).
+    For a random r-dimensional column space of an n-token head the expected kept part of a
+    weight a_j is a_j r / n, so ``random_effective`` = mean over heads and queries of
+    A[i, sink] r_h / n, with r_h the numerical rank of the head's T. Returns ``example``
+    (index into ``examples``), ``n``, ``layer``, ``raw``, ``effective``, ``random_effective``
+    and ``rank`` (the smallest r_h of the layer); an example with n <= rank has no null space.
+    """
+    examples = check_records(examples)
+    frames = []
+    for index, example in enumerate(examples):
+        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
+        internals = capture(model, encoding)
+        if internals.causal:
+            raise ValueError("sink_attention_by_example needs a bidirectional encoder; got a causal model.")
+        n = internals.n
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[int(internals.A.sum(dim=(0, 1, 2)).argmax())] = True
+        split, rank = effective_attention_and_rank(internals.A, None, internals.V, internals.H, DEFAULT_RTOL)
+        raw = attention_to(internals.A, mask)  # (L, h)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "example": index,
+                    "n": n,
+                    "layer": [layer_number(i) for i in range(raw.shape[0])],
+                    "raw": raw.mean(-1).numpy(),
+                    "effective": attention_to(split.effective, mask).mean(-1).numpy(),
+                    "random_effective": (raw * rank.double() / n).mean(-1).numpy(),
+                    "rank": rank.min(-1).values.numpy(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def naive_identifiability_by_example(
+    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
+) -> pd.DataFrame:
+    """Naive identifiability per example and hidden state: ``example, hidden_state, rate``.
+
+    The per-sequence version of ``identifiability.naive_identifiability_table`` (whose pooled
+    rate is the token-weighted mean of these), so that a bootstrap can resample sequences.
+    """
+    examples = check_records(examples)
+    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
+    own = torch.arange(tokens.x.shape[0])
+    sequences = tokens.sequence.long()
+    counts = torch.bincount(sequences, minlength=len(examples)).double()
+    rows = []
+    for state in range(tokens.num_layers + 1):
+        nearest = nearest_in_sequence(tokens.hidden[state], tokens.sequence, tokens.x, tokens.sequence, distance)
+        hits = torch.bincount(sequences, weights=(nearest == own).double(), minlength=len(examples))
+        rows.append(pd.DataFrame({"example": range(len(examples)), "hidden_state": state, "rate": (hits / counts).numpy()}))
+    return pd.concat(rows, ignore_index=True)

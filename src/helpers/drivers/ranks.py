@@ -1,4 +1,5 @@
-"""Rank sweeps: rank(V) and rank(T) of every head over prefixes of the corpus (chapter 2).
+"""Rank sweeps: rank(V) and rank(T) of every head over prefixes of the corpus (chapter 2);
+each head's share of its layer's output over a corpus (chapter 1).
 
 Tables follow the book's numbering: ``layer`` 1..L, ``head`` 1..h; ``n`` is the sequence length.
 """
@@ -11,6 +12,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 from transformers import BatchEncoding, PreTrainedModel
 
+from ..methods.heads import concentration, head_shares
 from ..methods.linalg import DEFAULT_RTOL
 from ..methods.nullspace import check_matrices, ranks_of
 from ..model.capture import capture
@@ -72,4 +74,35 @@ def rank_sweep(
                     row[f"rank_{name}"] = int(value[layer, head])
                     row[f"null_dim_{name}"] = length - int(value[layer, head])
                 rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def head_contributions(
+    model: PreTrainedModel, encodings: Sequence[BatchEncoding], progress: bool = True
+) -> pd.DataFrame:
+    """Each head's share of its layer's output and its concentration, on every encoding.
+
+    One forward pass per encoding. Returns one row per (encoding, layer, head), sorted
+    in that order, with columns ``example`` (the encoding's index), ``n``, ``layer``
+    (1..L), ``head`` (1..h), ``share`` (:func:`~helpers.methods.heads.head_shares`) and
+    ``concentration`` (:func:`~helpers.methods.heads.concentration`).
+    """
+    if not encodings:
+        raise ValueError("encodings is empty: give at least one encoded text.")
+    rows = []
+    for example, encoding in enumerate(tqdm(encodings, disable=not progress, desc="head contributions")):
+        internals = capture(model, encoding)
+        shares, focus = head_shares(internals), concentration(internals)
+        for layer in range(internals.num_layers):
+            for head in range(internals.heads):
+                rows.append(
+                    {
+                        "example": example,
+                        "n": internals.n,
+                        "layer": layer_number(layer),
+                        "head": head_number(head),
+                        "share": float(shares[layer, head]),
+                        "concentration": float(focus[layer, head]),
+                    }
+                )
     return pd.DataFrame(rows)

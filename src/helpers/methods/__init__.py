@@ -3,6 +3,7 @@
 A method never loads a model, runs a corpus or draws.
 
 * :mod:`~helpers.methods.linalg`: numerical rank, null spaces, correlations.
+* :mod:`~helpers.methods.heads`: each head's share of its layer's output, and the null of equal heads (chapter 1).
 * :mod:`~helpers.methods.nullspace`, :mod:`~helpers.methods.lp_bounds`, :mod:`~helpers.methods.keys`:
   alternative attention with the same output (chapters 2-3).
 * :mod:`~helpers.methods.effective`, :mod:`~helpers.methods.causal`, :mod:`~helpers.methods.tokens`:
@@ -26,6 +27,7 @@ from . import (
     decomposition,
     distributions,
     effective,
+    heads,
     hidden_tokens,
     jacobians,
     keys,

@@ -180,3 +180,53 @@ def effective_attention_and_rank(
     effective, null, rank = result.effective.clone(), result.null.clone(), rank.clone()
     effective[bad], null[bad], rank[bad] = slow.effective, slow.null, slow_rank
     return EffectiveAndRank(EffectiveAttention(effective, null), rank)
+
+
+class KeptParts(NamedTuple):
+    """What effective attention keeps of each weight, split by where it comes from.
+
+    With P the projector onto the column space of T, ``A_eff = A P``, so
+    ``A_eff[i, j] = a_ij P_jj + sum_{k != j} a_ik P_kj``:
+
+    own: ``(..., n, n)``, ``a_ij P_jj``, the part of the weight on j that stays on j;
+    moved: ``(..., n, n)``, ``sum_{k != j} a_ik P_kj``, what the projection moves onto j
+    from the other positions (it can be negative, or make j gain);
+    leverage: ``(..., n)``, ``P_jj = ||U_r[j]||^2``, the share of a weight on j that stays.
+
+    ``own + moved = effective``. For a random r-dimensional column space every
+    leverage has expectation r / n (the leverages sum to r), so a token keeps
+    r / n of its weight by chance alone and loses ``1 - r / n``.
+    """
+
+    own: torch.Tensor
+    moved: torch.Tensor
+    leverage: torch.Tensor
+
+
+def leverage(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
+    """The leverage of every token: the diagonal of the projector onto range(T).
+
+    T: ``(..., n, d)`` (or V, ``(..., n, d_v)``, where LN(T) = LN(V)) -> ``(..., n)``
+    in float64, ``P_jj = ||U_r[j]||^2`` in [0, 1]; each head's leverages sum to its rank.
+    """
+    check_rtol(rtol)
+    check_matrix(T, "T")
+    basis, _ = range_basis(T, rtol)
+    return basis.pow(2).sum(-1)
+
+
+def kept_parts(A: torch.Tensor, T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> KeptParts:
+    """Split effective attention ``A P`` into each weight's own kept part and what is moved onto it.
+
+    A: ``(..., n, n)``; T: ``(..., n, d)`` (or V). Returns :class:`KeptParts` in float64.
+    """
+    check_rtol(rtol)
+    check_attention(A)
+    check_matrix(T, "T")
+    check_same_batch(A, T, "T")
+    basis, _ = range_basis(T, rtol)
+    A = working_precision(A, "A").double()
+    P = basis @ basis.mT
+    diagonal = torch.diagonal(P, dim1=-2, dim2=-1)  # (..., n)
+    own = A * diagonal[..., None, :]
+    return KeptParts(own, A @ P - own, diagonal)

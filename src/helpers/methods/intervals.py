@@ -81,7 +81,7 @@ def bootstrap(
     if int(resamples) < 1000:
         raise ValueError(f"an interval needs at least 1000 resamples, got {resamples}")
     if groups is None:
-        members = [np.array([k]) for k in range(data.shape[0])]
+        members = None
     else:
         labels = np.asarray(groups)
         if labels.shape[0] != data.shape[0]:
@@ -89,17 +89,18 @@ def bootstrap(
         _, codes = np.unique(labels, return_inverse=True)
         order = np.argsort(codes, kind="stable")
         members = np.split(order, np.cumsum(np.bincount(codes))[:-1])
-    if len(members) < 2:
-        raise ValueError(f"an interval over sequences needs at least 2 sequences, got {len(members)}")
+    count = data.shape[0] if members is None else len(members)
+    if count < 2:
+        raise ValueError(f"an interval over sequences needs at least 2 sequences, got {count}")
     value = float(statistic(data))
     if not np.isfinite(value):
         raise ValueError(f"the statistic of the data is {value}: nothing to put an interval on")
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(members), size=(int(resamples), len(members)))
+    draws = rng.integers(0, count, size=(int(resamples), count))
     stats = np.empty(int(resamples))
     for r, chosen in enumerate(draws):
-        index = members[chosen[0]] if len(chosen) == 1 else np.concatenate([members[c] for c in chosen])
+        index = chosen if members is None else np.concatenate([members[c] for c in chosen])
         stats[r] = statistic(data[index])
     tail = (1 - level) / 2
     low, high = np.nanquantile(stats, [tail, 1 - tail])
-    return Estimate(value, float(low), float(high), len(members), level)
+    return Estimate(value, float(low), float(high), count, level)

@@ -7,11 +7,10 @@ the fraction of tokens identified. Three maps, two losses, the distance of
 the nearest-neighbour search matching the loss:
 
     naive    g(e) = e                          (no training)
-    linear   g(e) = e W + b                    L2: closed-form least squares
-                                               cosine: Adam from the least-squares fit
-    mlp      g(e) = e W + b + relu(z W1 + b1) W2 + b2,   z = standardised e
-             (one hidden layer of width 256 and a linear skip connection,
-             started at the least-squares fit; seeded mini-batch Adam)
+    linear   g(e) = z W + b,  z = standardised e    closed-form least squares
+                                               (cosine: onto unit-length targets)
+    mlp      g(e) = z W + b + relu(z W1 + b1) W2 + b2   (width 256, started at the
+             linear fit; seeded mini-batch Adam)
 
 Train and test sets are split by sequence, never by token (``split_by_sequence``),
 so no sequence contributes tokens to both. The experiments over hidden states
@@ -69,7 +68,7 @@ def check_hidden_state(tokens: HiddenTokens, hidden_state: int) -> int:
 
 
 class SkipMLP(nn.Module):
-    """``e W + b + relu(z W1 + b1) W2 + b2`` with ``z = (e - mean) / std``: (..., d) -> (..., d_out)."""
+    """``z W + b + relu(z W1 + b1) W2 + b2``, ``z = (e - mean) / std`` (training statistics): (..., d) -> (..., d_out)."""
 
     def __init__(self, d: int, d_out: int, width: int, mean: torch.Tensor, std: torch.Tensor) -> None:
         super().__init__()
@@ -83,7 +82,7 @@ class SkipMLP(nn.Module):
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
         z = (e - self.mean) / self.std
-        return self.linear(e) + self.out(torch.relu(self.hidden(z)))
+        return self.linear(z) + self.out(torch.relu(self.hidden(z)))
 
 
 @dataclass
@@ -106,28 +105,25 @@ class TokenMap:
         return self.module(hidden)
 
 
-def _linear_least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) -> nn.Linear:
-    """argmin_{W, b} ||hidden W + b - targets||^2 (+ a tiny relative ridge).
+def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) -> tuple[torch.Tensor, ...]:
+    """Least squares on standardised inputs: (mean, std, solution), all float64.
 
-    With X = [hidden, 1] and the Cholesky factor G = X^T X = L L^T (float64),
-    Z = X L^{-T} has orthonormal columns, so the one large product Z^T Y is
-    safe in float32; then W = L^{-T} Z^T Y.
+    With z = (hidden - mean) / std (the training set's statistics; a constant
+    feature keeps std 1), ``solution`` (d + 1, d_in) is argmin ||z W + b - Y||^2
+    + ridge N ||W||^2: z's columns are centred, so b is the targets' mean, and
+    the ridge, relative to the Gram matrix's diagonal (N), means the same at
+    every input scale. W comes from the Cholesky factor of z^T z + ridge N I.
     """
-    N, d = hidden.shape
-    X = torch.cat([hidden.double(), torch.ones(N, 1, dtype=torch.float64)], dim=1)  # (N, d + 1)
-    gram = X.T @ X
-    gram += ridge * gram.diagonal().mean() * torch.eye(d + 1, dtype=torch.float64)
+    std, mean = torch.std_mean(hidden.double(), dim=0, correction=0)
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    z = (hidden.double() - mean) / std
+    average = targets.double().mean(dim=0, keepdim=True)
+    gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64)
     L, info = torch.linalg.cholesky_ex(gram)
     if info != 0:
         raise ValueError("The hidden tokens are linearly dependent (singular normal equations); fit with ridge > 0.")
-    Z = torch.linalg.solve_triangular(L, X.T, upper=False).T.float()  # (N, d + 1)
-    coefficients = (Z.T @ targets.float()).double()  # (d + 1, d_in)
-    solution = torch.linalg.solve_triangular(L.T, coefficients, upper=True)  # (d + 1, d_in)
-    linear = nn.Linear(d, targets.shape[1])
-    with torch.no_grad():
-        linear.weight.copy_(solution[:-1].T)
-        linear.bias.copy_(solution[-1])
-    return linear
+    weight = torch.cholesky_solve(z.T @ (targets.double() - average), L)  # (d, d_in)
+    return mean, std, torch.cat([weight, average])
 
 
 def _loss(predicted: torch.Tensor, targets: torch.Tensor, loss: str) -> torch.Tensor:
@@ -156,17 +152,19 @@ def fit_map(
         kind: ``"naive"`` (identity; needs d == d_in), ``"linear"`` or ``"mlp"``.
         loss: ``"l2"`` (squared Euclidean) or ``"cosine"`` (1 - cosine similarity).
         seed: seeds the MLP's initialisation and batch order.
-        ridge: Tikhonov term relative to the mean diagonal of the Gram matrix
-            (keeps the normal equations well posed; 1e-6 changes nothing else).
+        ridge: Tikhonov term relative to the standardised Gram matrix (keeps the
+            normal equations well posed; 1e-6 changes nothing else).
         width: the MLP's hidden width.
-        epochs, batch_size, lr: the Adam schedule (linear + cosine and MLP).
+        epochs, batch_size, lr: the MLP's Adam schedule (a linear map is a
+            closed form and ignores them).
 
     Returns:
-        A ``TokenMap``. Linear + L2 is the exact least-squares solution.
-        Linear + cosine starts from the least-squares fit to unit-length
-        targets; the MLP starts at the matching linear fit (its non-linear
-        branch at zero). Both are then trained by the same seeded mini-batch
-        Adam.
+        A ``TokenMap``. Every fit standardises the hidden tokens (training
+        statistics), so their scale cannot matter. Linear + L2 is the exact
+        least-squares solution, linear + cosine the least-squares fit to
+        unit-length targets (cosine ignores lengths): deterministic closed
+        forms. The MLP starts at the matching linear fit (its non-linear
+        branch at zero); seeded mini-batch Adam on its loss follows.
     """
     check_choice(kind, MAP_KINDS, "map kind")
     check_choice(loss, LOSSES, "loss")
@@ -179,18 +177,21 @@ def fit_map(
                 f"The naive map is the identity: it needs hidden and input tokens of one size, got {hidden.shape[1]} and {targets.shape[1]}."
             )
         return TokenMap(kind, loss, nn.Identity())
-    # cosine ignores each target's length: fit the linear start to unit-length targets
-    aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets
-    linear = _linear_least_squares(hidden, aim, ridge)
-    if kind == "linear":
-        if loss == "cosine":
-            _adam(linear, hidden, targets, loss, seed, epochs, batch_size, lr)
+    aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets  # cosine: directions only
+    mean, std, solution = _least_squares(hidden, aim, ridge)
+    if kind == "linear":  # fold the standardisation into one nn.Linear on the raw hidden tokens
+        weight = solution[:-1] / std[:, None]
+        linear = nn.Linear(hidden.shape[1], targets.shape[1])
+        with torch.no_grad():
+            linear.weight.copy_(weight.T)
+            linear.bias.copy_(solution[-1] - mean @ weight)
         return TokenMap(kind, loss, linear.eval())
-    std, mean = torch.std_mean(hidden, dim=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        mlp = SkipMLP(hidden.shape[1], targets.shape[1], width, mean, std.clamp_min(1e-6))
-    mlp.linear.load_state_dict(linear.state_dict())
+        mlp = SkipMLP(hidden.shape[1], targets.shape[1], width, mean.float(), std.float())
+    with torch.no_grad():
+        mlp.linear.weight.copy_(solution[:-1].T)
+        mlp.linear.bias.copy_(solution[-1])
     _adam(mlp, hidden, targets, loss, seed, epochs, batch_size, lr)
     return TokenMap(kind, loss, mlp.eval())
 
@@ -220,13 +221,8 @@ def _adam(
 
 @contextmanager
 def _one_thread():
-    """Run many small mini-batch steps on one thread.
-
-    Each step is a handful of small matrix products; with several threads,
-    every product ends in a synchronisation, and on a busy machine the
-    threads spin waiting for each other (measured here: 10-20x slower than
-    one thread). The previous setting is restored afterwards.
-    """
+    """Run many small mini-batch steps on one thread (with several, each small product ends in a
+    synchronisation: 10-20x slower on a busy machine); the previous setting is restored afterwards."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -331,6 +327,30 @@ def neighbour_rows(sequence: torch.Tensor, position: torch.Tensor, offset: int) 
     return NeighbourRows(torch.nonzero(valid).squeeze(1), order[found[valid]])
 
 
+def token_hits(
+    predicted: torch.Tensor,
+    inputs: torch.Tensor,
+    sequence: torch.Tensor,
+    distance: str = "cosine",
+    position: torch.Tensor | None = None,
+    offset: int = 0,
+) -> NeighbourRows:
+    """Per-token :func:`identifiability_rate`: ``sources`` (M,) rows scored (all, or those with a neighbour at
+    ``offset``) and ``targets`` (M,) bool, True where identified."""
+    if predicted.shape[0] != inputs.shape[0]:
+        raise ValueError(f"{predicted.shape[0]} predictions for {inputs.shape[0]} input tokens; give one per token.")
+    if offset == 0:
+        sources = targets = torch.arange(inputs.shape[0])
+    else:
+        if position is None:
+            raise ValueError("Neighbour recovery (offset != 0) needs the token positions.")
+        sources, targets = neighbour_rows(sequence, position, offset)
+        if sources.numel() == 0:
+            raise ValueError(f"No token has a neighbour at offset {offset} in its sequence.")
+    nearest = nearest_in_sequence(predicted[sources], sequence[sources], inputs, sequence, distance)
+    return NeighbourRows(sources, nearest == targets)
+
+
 def identifiability_rate(
     predicted: torch.Tensor,
     inputs: torch.Tensor,
@@ -349,18 +369,8 @@ def identifiability_rate(
         position: (N,) positions, needed when ``offset != 0``.
         offset: score against x_{i + offset} instead of x_i (neighbour recovery).
     """
-    if predicted.shape[0] != inputs.shape[0]:
-        raise ValueError(f"{predicted.shape[0]} predictions for {inputs.shape[0]} input tokens; give one per token.")
-    if offset == 0:
-        sources = targets = torch.arange(inputs.shape[0])
-    else:
-        if position is None:
-            raise ValueError("Neighbour recovery (offset != 0) needs the token positions.")
-        sources, targets = neighbour_rows(sequence, position, offset)
-        if sources.numel() == 0:
-            raise ValueError(f"No token has a neighbour at offset {offset} in its sequence.")
-    nearest = nearest_in_sequence(predicted[sources], sequence[sources], inputs, sequence, distance)
-    return (nearest == targets).float().mean().item()
+    hits = token_hits(predicted, inputs, sequence, distance, position, offset).targets
+    return hits.float().mean().item()
 
 
 def chance_rate(tokens: HiddenTokens) -> float:
@@ -415,16 +425,25 @@ def fit_token_map(
     return fitted
 
 
-def evaluate_map(token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | None = None) -> float:
-    """Identifiability rate of ``token_map`` on ``tokens`` at ``hidden_state`` (default: the one it was trained on)."""
+def map_hits(
+    token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | None = None, distance: str | None = None
+) -> NeighbourRows:
+    """Per-token :func:`evaluate_map`: ``sources`` (M,) rows of ``tokens``, ``targets`` (M,) bool, True if identified.
+
+    Another ``distance`` than the map's own separates the effect of the distance from that of the loss.
+    """
     hidden_state = token_map.hidden_state if hidden_state is None else hidden_state
     if hidden_state is None:
         raise ValueError("The map has no training hidden state; say which hidden_state to evaluate.")
     hidden_state = check_hidden_state(tokens, hidden_state)
+    distance = token_map.distance if distance is None else distance
+    check_choice(distance, LOSSES, "distance")
     predicted = token_map(tokens.hidden[hidden_state])
-    return identifiability_rate(
-        predicted, tokens.x, tokens.sequence, token_map.distance, tokens.position, token_map.offset
-    )
+    return token_hits(predicted, tokens.x, tokens.sequence, distance, tokens.position, token_map.offset)
 
 
-# --------------------------------------------------------------------------- experiments
+def evaluate_map(
+    token_map: TokenMap, tokens: HiddenTokens, hidden_state: int | None = None, distance: str | None = None
+) -> float:
+    """Identifiability rate of ``token_map`` on ``tokens`` at ``hidden_state``, by ``distance`` (defaults: the map's own)."""
+    return map_hits(token_map, tokens, hidden_state, distance).targets.float().mean().item()

@@ -1,0 +1,71 @@
+"""The bootstrap interval over sequences."""
+
+import numpy as np
+import pytest
+
+from helpers.methods.intervals import Estimate, bootstrap
+
+
+def test_the_interval_covers_the_mean_and_shrinks_with_more_sequences():
+    rng = np.random.default_rng(3)
+    few = bootstrap(rng.normal(1.0, 1.0, size=20))
+    many = bootstrap(rng.normal(1.0, 1.0, size=2000))
+    assert few.low < few.value < few.high and many.low < 1.0 < many.high
+    assert (many.high - many.low) < 0.3 * (few.high - few.low)
+    # the normal approximation: 95% of a mean of n unit-variance values is about +-1.96 / sqrt(n)
+    assert abs((many.high - many.low) / 2 - 1.96 / np.sqrt(2000)) < 0.01
+    assert few.sequences == 20 and many.sequences == 2000
+
+
+def test_the_same_numbers_give_the_same_interval():
+    values = np.random.default_rng(0).uniform(size=30)
+    assert bootstrap(values) == bootstrap(values)
+    assert bootstrap(values, seed=1) != bootstrap(values)
+
+
+def test_groups_resample_whole_sequences_not_tokens():
+    # ten sequences, each with one shared offset and 50 tokens of tiny noise: the tokens are not
+    # independent, so the interval must be as wide as ten values' worth, not 500
+    rng = np.random.default_rng(1)
+    offsets = rng.normal(size=10)
+    tokens = np.repeat(offsets, 50) + 1e-3 * rng.normal(size=500)
+    groups = np.repeat(np.arange(10), 50)
+    by_sequence = bootstrap(tokens, groups=groups)
+    naive = bootstrap(tokens)
+    per_sequence = bootstrap(offsets)
+    assert by_sequence.sequences == 10 and naive.sequences == 500
+    width = by_sequence.high - by_sequence.low
+    assert abs(width - (per_sequence.high - per_sequence.low)) < 0.25 * width
+    assert (naive.high - naive.low) < 0.5 * width
+    # a list of per-sequence arrays reads the same way, and a median is allowed
+    lists = [tokens[groups == g] for g in range(10)]
+    assert bootstrap(lists, statistic=np.median) == bootstrap(tokens, groups=groups, statistic=np.median)
+
+
+def test_a_statistic_of_two_columns():
+    rng = np.random.default_rng(2)
+    pairs = np.stack([rng.normal(1.0, 0.1, 40), rng.normal(0.5, 0.1, 40)], axis=1)
+    difference = bootstrap(pairs, statistic=lambda x: float(np.mean(x[:, 0] - x[:, 1])))
+    assert difference.low > 0.4 and difference.high < 0.6
+
+
+def test_bad_input_is_refused_early():
+    with pytest.raises(ValueError, match="at least 2 sequences"):
+        bootstrap([0.5])
+    with pytest.raises(ValueError, match="at least 2 sequences"):
+        bootstrap(np.ones(5), groups=np.zeros(5))
+    with pytest.raises(ValueError, match="labels"):
+        bootstrap(np.ones(5), groups=np.arange(4))
+    with pytest.raises(ValueError, match="1000 resamples"):
+        bootstrap(np.ones(5), resamples=100)
+    with pytest.raises(ValueError, match="none"):
+        bootstrap(np.array([]))
+    with pytest.raises(ValueError, match="nan"):
+        bootstrap(np.array([np.nan, 1.0]))
+
+
+def test_text_and_shift():
+    figure = Estimate(0.4, 0.3, 0.5, 12)
+    assert figure.text() == "0.40 [0.30, 0.50]" and figure.text(".0%") == "40% [30%, 50%]"
+    shifted = figure - 0.1
+    assert abs(shifted.value - 0.3) < 1e-12 and abs(shifted.low - 0.2) < 1e-12 and shifted.sequences == 12
