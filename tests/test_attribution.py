@@ -449,3 +449,82 @@ def test_attribution_plots_name_the_estimators_samples(pair_result, tokenizer):
     ax = helpers.plots.plot_estimate_vs_exact(estimate, exact)
     assert "3 samples per token" in ax.get_ylabel()
     plt.close("all")
+
+
+# ---------------------------------------------------------------- per example, for intervals over pairs
+
+
+def test_distance_by_example_pools_to_the_corpus_table(pair_result):
+    results = [pair_result, pair_result]
+    frame = helpers.drivers.attribution.distance_by_example(results)
+    assert set(frame["example"]) == {0, 1}
+    corpus = helpers.drivers.attribution.distance_table(results).set_index(["layer", "group"])
+    pooled = frame.groupby(["layer", "group"])[["total", "pairs"]].sum()
+    per_token = pooled["total"] / pooled["pairs"].clip(lower=1)
+    assert (per_token - corpus["per_token"]).abs().max() < 1e-6
+    near = helpers.drivers.attribution.per_pair_share(frame, ["left 1-5", "right 1-5"])
+    assert near.shape == (2, 3)
+    n = pair_result.n
+    offset = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs()
+    mask = (offset >= 1) & (offset <= 5)
+    expected = pair_result.contributions.double()[:, mask].sum(-1) / mask.sum()
+    assert torch.allclose(torch.tensor(near.loc[0].to_numpy()), expected)
+    with pytest.raises(ValueError, match="groups"):
+        helpers.drivers.attribution.per_pair_share(frame, ["left 99+"])
+    with pytest.raises(ValueError, match="No results"):
+        helpers.drivers.attribution.distance_by_example([])
+
+
+def test_cls_table_by_example_averages_to_cls_table(pair_result):
+    by_example = helpers.drivers.attribution.cls_table_by_example([pair_result, pair_result], window=2)
+    assert list(by_example.segments.columns[:2]) == ["example", "layer"]
+    mean = helpers.drivers.attribution.cls_table([pair_result], window=2)
+    one = by_example.segments[by_example.segments["example"] == 1].reset_index(drop=True)
+    assert (one["contribution"] - mean.segments["contribution"]).abs().max() < 1e-9
+
+
+def test_depth_spearman():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [[3.0, 2.0, 1.0], [1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [1.0, float("nan"), 0.0]], columns=[1, 2, 3]
+    )
+    trend = helpers.drivers.attribution.depth_spearman(frame)
+    assert trend.tolist() == pytest.approx([-1.0, 1.0, 0.0, -1.0])
+    with pytest.raises(ValueError, match="two layers"):
+        helpers.drivers.attribution.depth_spearman(frame[[1]])
+
+
+def test_class_gap_and_its_permutation_control(pair_result, tokenizer):
+    results = [pair_result, pair_result, pair_result]
+    classes = [helpers.methods.word_classes.word_classes_of(tokenizer, r.input_ids) for r in results]
+    table = helpers.drivers.attribution.self_contribution_table(results, classes=classes)
+    gap = helpers.drivers.attribution.class_gap(table, "function", from_layer=2)
+    summary = helpers.methods.word_classes.class_summary(table)
+    wide = summary.pivot(index="layer", columns="word_class", values="median")
+    expected = float((wide["content"] - wide["function"]).loc[2:].min())
+    assert abs(gap.value - expected) < 1e-12 and gap.sequences == 3
+    assert gap.low <= gap.value <= gap.high
+    shuffled = helpers.drivers.attribution.class_gap(table, "function", from_layer=2, shuffle=True)
+    assert shuffled == helpers.drivers.attribution.class_gap(table, "function", from_layer=2, shuffle=True)
+    assert shuffled.sequences == 3
+    with pytest.raises(ValueError, match="other"):
+        helpers.drivers.attribution.class_gap(table, "content")
+    with pytest.raises(ValueError, match="word_class"):
+        helpers.drivers.attribution.class_gap(table.drop(columns="word_class"))
+
+
+def test_cls_sources_by_example(pair_result, tokenizer):
+    frame = helpers.drivers.attribution.cls_sources_by_example([pair_result, pair_result])
+    assert len(frame) == 2 * 3 and set(frame["example"]) == {0, 1}
+    tokens = tokenizer.convert_ids_to_tokens(pair_result.input_ids.tolist())
+    sep, last = tokens.index("[SEP]"), len(tokens) - 1
+    row = pair_result.contributions[0, 0].double()
+    first = frame.iloc[0]
+    assert abs(first["neighbours"] - float((row[sep - 1] + row[sep + 1]) / 2)) < 1e-9
+    assert abs(first["separators"] - float((row[sep] + row[last]) / 2)) < 1e-9
+    assert abs(first["sentence_2"] - float(row[sep + 1 : last].mean())) < 1e-9
+    sentences = torch.cat([row[1:sep], row[sep + 1 : last]])
+    assert abs(first["sentences"] - float(sentences.mean())) < 1e-9
+    with pytest.raises(ValueError, match="No results"):
+        helpers.drivers.attribution.cls_sources_by_example([])

@@ -224,3 +224,54 @@ def test_plots_draw_and_reject_bad_input(real_model):
         helpers.plots.plot_correlation_vs_length(pd.DataFrame({"n": [1]}), d_v=32)
     with pytest.raises(ValueError, match="columns"):
         helpers.plots.plot_token_class_attention(table)
+
+
+def test_leverage_sums_to_the_rank_and_averages_r_over_n_for_a_random_space():
+    from helpers.methods.effective import leverage
+
+    A, V, H, T = random_head(batch=(400,), n=12, d_v=4)
+    P_jj = leverage(T)
+    assert P_jj.shape == (400, 12)
+    assert ((P_jj >= -ATOL) & (P_jj <= 1 + ATOL)).all()
+    # the leverages of each head sum to its rank, so their mean is r / n exactly
+    assert torch.allclose(P_jj.sum(-1), torch.full((400,), 4.0, dtype=torch.float64), atol=1e-9)
+    # over random column spaces, every single token keeps r / n of its weight on average
+    assert torch.allclose(P_jj.mean(0), torch.full((12,), 4 / 12, dtype=torch.float64), atol=0.05)
+    # V gives the same leverages as T = V H (H has full row rank)
+    assert torch.allclose(leverage(V), P_jj, atol=1e-9)
+
+
+def test_kept_parts_add_up_to_the_projection():
+    from helpers.methods.effective import kept_parts
+
+    A, V, H, T = random_head(n=10, d_v=3)
+    parts = kept_parts(A, T)
+    U, _ = range_basis(T)
+    P = U @ U.mT
+    # a_j P_jj + sum_{k != j} a_k P_kj = (a P)_j, the effective weight
+    assert torch.allclose(parts.own + parts.moved, A @ P, atol=ATOL)
+    assert torch.allclose(parts.own + parts.moved, effective_attention(A, T).effective, atol=1e-9)
+    assert torch.allclose(parts.own, A * torch.diagonal(P, dim1=-2, dim2=-1)[..., None, :], atol=ATOL)
+    assert torch.allclose(parts.leverage, torch.diagonal(P, dim1=-2, dim2=-1), atol=ATOL)
+    with pytest.raises(ValueError):
+        kept_parts(A, T[..., :-1, :])
+
+
+def test_removal_by_text_against_the_random_expectation(tiny_model, tokenizer):
+    from helpers.drivers.effective import removal_by_text
+
+    examples = [SENTENCE, LONG_TEXT, LONG_TEXT[: len(LONG_TEXT) // 2]]
+    table = effective_attention_sweep(tiny_model, tokenizer, examples, progress=False)
+    assert {"own_[CLS]", "leverage_[CLS]", "leverage_rest_[CLS]"} <= set(table.columns)
+    per_text = removal_by_text(table, "[CLS]")
+    assert list(per_text.example) == ["0", "1", "2"]
+    # removed = 1 - effective / raw; the own part and the moved part make up the effective one
+    assert ((per_text.removed - (1 - per_text.effective / per_text.raw)).abs() < 1e-9).all()
+    assert ((per_text.expected - (1 - (table.groupby("example").apply(
+        lambda g: (g["raw_[CLS]"] * g["rank"]).sum() / g["raw_[CLS]"].sum()
+    ).values / per_text.n.values))).abs() < 1e-9).all()  # fmt: skip
+    assert ((per_text.leverage >= 0) & (per_text.leverage <= 1 + 1e-9)).all()
+    per_layer = removal_by_text(table, "[CLS]", per_layer=True)
+    assert len(per_layer) == 3 * table.layer.nunique()
+    with pytest.raises(ValueError, match="columns"):
+        removal_by_text(table, "[MASK]")

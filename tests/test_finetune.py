@@ -117,3 +117,50 @@ def test_length_bucketed_batches_cover_every_pair_once_and_pad_less():
     order = torch.randperm(250, generator=torch.Generator().manual_seed(0)).tolist()
     unsorted = [order[s : s + 16] for s in range(0, 250, 16)]
     assert padded(batches) < 0.8 * padded(unsorted)
+
+
+def test_sink_attention_by_example_matches_the_table_and_its_random_control(tokenizer, one_thread):
+    model = make_tiny_bert(num_layers=2, heads=2, hidden=16)  # d_v = 8
+    pairs = _pairs(4) + [Example("short", "yes", "no", 1, "test")]  # the last has n = 5 <= d_v
+    table = finetuning.sink_attention_by_example(model, tokenizer, pairs)
+    assert list(table.columns) == ["example", "n", "layer", "raw", "effective", "random_effective", "rank", "sink"]
+    assert len(table) == len(pairs) * 2 and set(table.layer) == {1, 2}
+    pooled = finetuning.sink_attention_table(model, tokenizer, pairs)
+    means = table.groupby("layer")[["raw", "effective"]].mean()
+    assert means.raw.to_numpy() == pytest.approx(pooled.raw.to_numpy(), rel=1e-6)
+    assert means.effective.to_numpy() == pytest.approx(pooled.effective.to_numpy(), rel=1e-5)
+    assert (table["rank"] <= 8).all()
+    short = table[table.n <= table["rank"]]  # no null space: effective = raw, and so is the random expectation
+    assert len(short) == 2
+    assert short.effective.to_numpy() == pytest.approx(short.raw.to_numpy(), rel=1e-5)
+    assert short.random_effective.to_numpy() == pytest.approx(short.raw.to_numpy(), rel=1e-9)
+    long = table[table.n > table["rank"]]  # every head of rank 8: the random expectation keeps 8 / n
+    assert long.random_effective.to_numpy() == pytest.approx((long.raw * 8 / long.n).to_numpy(), rel=1e-9)
+
+    shares = finetuning.sink_removed_share(table)
+    assert list(shares.columns) == ["example", "n", "removed", "random"]
+    assert 4 not in set(shares.example)  # the text without a null space never enters
+    first = table[table.example == 0]
+    assert shares.removed.iloc[0] == pytest.approx(1 - first.effective.sum() / first.raw.sum())
+    assert shares.random.iloc[0] == pytest.approx(1 - 8 / first.n.iloc[0])
+    per_layer = finetuning.sink_removed_share(table, by_layer=True)
+    assert len(per_layer) == 4 * 2
+    layers = finetuning.sink_removed_by_layer(table)
+    assert list(layers.layer) == [1, 2]
+    assert (layers.removed_low <= layers.removed).all() and (layers.removed <= layers.removed_high).all()
+    assert layers.random.to_numpy() == pytest.approx(per_layer.groupby("layer").random.mean().to_numpy())
+    with pytest.raises(ValueError, match="sink_attention_by_example"):
+        finetuning.sink_removed_share(table.drop(columns="rank"))
+
+
+def test_naive_identifiability_by_example_pools_to_the_table(tokenizer, one_thread):
+    model = make_tiny_bert(num_layers=2, heads=2, hidden=16)
+    pairs = _pairs(5)
+    by_example = finetuning.naive_identifiability_by_example(model, tokenizer, pairs)
+    assert list(by_example.columns) == ["example", "hidden_state", "rate"]
+    assert len(by_example) == 5 * 3 and by_example.rate.between(0, 1).all()
+    tokens = [len(tokenizer(e.text_a, e.text_b)["input_ids"]) for e in pairs]
+    pooled = helpers.drivers.identifiability.naive_identifiability_table(model, tokenizer, pairs)
+    for state, part in by_example.groupby("hidden_state"):
+        weighted = float((part.rate.to_numpy() * tokens).sum() / sum(tokens))
+        assert weighted == pytest.approx(pooled.rate[state])

@@ -403,3 +403,59 @@ def test_every_local_measure_has_its_authors_rollout_order():
     assert set(orders) == set(helpers.methods.mixing.LOCAL_MEASURES)
     assert set(orders.values()) <= set(helpers.methods.rollout.AGGREGATIONS)
     assert orders["globenc"] == "normalise_last"  # the GlobEnc code
+
+
+# ---------------------------------------------------------------- the positional prior and per-example tables
+
+
+def test_positional_prior_ranks_by_distance_whatever_the_decay():
+    prior = helpers.methods.rollout.positional_prior(7, num_layers=3)
+    assert prior.shape == (3, 7, 7) and torch.allclose(prior.sum(-1), torch.ones(3, 7, dtype=torch.float64))
+    row = prior[0, 3]
+    assert row.argmax() == 3 and row[2] == row[4] and row[4] > row[5] > row[6]  # self, then by |i - j|
+    other = helpers.methods.rollout.positional_prior(7, decay=0.9)
+    rho = helpers.methods.linalg.row_spearman(prior[:1], other)
+    assert torch.allclose(rho, torch.ones_like(rho))  # a Spearman correlation cannot see the decay's rate
+    for bad in (0, 1, 1.5):
+        with pytest.raises(ValueError, match="decay"):
+            helpers.methods.rollout.positional_prior(4, decay=bad)
+    with pytest.raises(ValueError):
+        helpers.methods.rollout.positional_prior(0)
+
+
+def test_sweep_prior_and_per_example_table(tokenizer, one_thread):
+    from helpers.model.corpus import Example
+
+    model = make_tiny_bert(num_layers=2)
+    examples = [Example(id=f"e{k}", text_a=a, text_b=b, label=None, source="test", topic="test")
+                for k, (a, b) in enumerate([PAIR, ("Dogs bark.", "Cats purr loudly.")])]  # fmt: skip
+    sweep = helpers.drivers.mixing.context_mixing_sweep(
+        model, tokenizer, examples, measures=(("attention", {}),),
+        hta_options={"estimator": "estimate", "samples": 4}, local_examples=0, prior=True, progress=False,
+    )  # fmt: skip
+    assert "positional prior" in set(sweep.loo["measure"])
+    table = helpers.drivers.mixing.example_agreement(sweep)
+    assert list(table.index.names) == ["example", "layer"] and len(table) == 4
+    assert "positional prior" in table.columns and "attention rollout" in table.columns
+    rows = sweep.agreement[(sweep.agreement["measure"] == "grad_input") & (sweep.agreement["example"] == "e1")]
+    assert table.loc[("e1", 2), "grad_input"] == rows[rows["layer"] == 2]["rho"].median()
+    with pytest.raises(ValueError, match="kind"):
+        helpers.drivers.mixing.example_agreement(sweep, "local")
+
+
+def test_plan_pairs_scales_with_the_model(tokenizer):
+    from helpers.model.corpus import Example
+
+    texts = ["a " * k for k in range(1, 30)]
+    pairs = [Example(id=f"p{k}", text_a=t, text_b=None, label=None, source="t", topic="t") for k, t in enumerate(texts)]
+    plan = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8)
+    lengths = [len(tokenizer(p.text_a)["input_ids"]) for p in plan.pairs]
+    assert lengths and all(8 < n <= 12 for n in lengths) and plan.validation == plan.pairs[:2]
+    assert plan.local_pairs == 3
+    costly = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8, scale=8, exact_scale=4)
+    assert costly.local_pairs == 1 and len(costly.validation) == 2 and "longest" in costly.rule
+    assert [len(tokenizer(p.text_a)["input_ids"]) for p in costly.validation] == [4, 3]  # n <= 9 / 4 ** 0.5
+    dearer = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8, exact_scale=100)
+    assert "shortest" in dearer.rule and dearer.validation == pairs[:2]
+    with pytest.raises(ValueError, match="Fewer than 2"):
+        helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=100)

@@ -112,3 +112,20 @@ def test_decoder_cache_lives_in_the_user_cache_folder(monkeypatch, tmp_path):
     assert folder.parent == tmp_path / "identifiability-book"
     assert folder.name.startswith(helpers.model.decoder.DECODER_MODEL)
     assert helpers.model.decoder.decoder_gguf_path().suffix == ".gguf"
+
+
+def test_models_load_on_the_cpu_unless_the_reader_asks(monkeypatch):
+    from helpers.model.checks import ModelLoadError
+    from helpers.model.loaded import model_device
+
+    monkeypatch.delenv("BOOK_DEVICE", raising=False)
+    assert model_device() == torch.device("cpu")  # even where a GPU is present: the committed outputs are CPU's
+    monkeypatch.setenv("BOOK_DEVICE", "cpu")
+    assert model_device() == torch.device("cpu")
+    assert model_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match="'cpu', 'cuda'"):
+        model_device("tpu")
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("BOOK_DEVICE", "cuda")
+        with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+            model_device()

@@ -304,3 +304,17 @@ def test_plots_bad_input(tiny_internals):
     with pytest.raises(ValueError, match="empty"):
         helpers.plots.plot_attention_comparison({})
     plt.close("all")
+
+
+def test_row_total_variation():
+    A = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    B = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    tv = helpers.methods.nullspace.row_total_variation(A, B)
+    assert tv.dtype == torch.float64 and torch.allclose(tv, torch.tensor([0.0, 1.0], dtype=torch.float64))
+    # broadcast: several heads against one
+    stacked = helpers.methods.nullspace.row_total_variation(torch.stack([A, B]), A[None])
+    assert stacked.shape == (2, 2) and float(stacked[1, 1]) == 1.0
+    with pytest.raises(ValueError, match="one length"):
+        helpers.methods.nullspace.row_total_variation(A, torch.ones(2, 2))
+    with pytest.raises(TypeError):
+        helpers.methods.nullspace.row_total_variation(A.numpy(), B)

@@ -124,17 +124,19 @@ def test_cosine_training_lowers_the_cosine_loss(split):
     train, _ = split
     h, x = train.hidden[INDEPENDENT], train.x
     threads = torch.get_num_threads()
-    start = helpers.methods.probes.fit_map(h, x, "linear", "cosine")  # the closed form: epochs change nothing
-    assert torch.equal(start(h), helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=100)(h))
+    start = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=0)  # the least-squares start
     assert torch.allclose(  # least squares onto the unit-length targets
         start(h), helpers.methods.probes.fit_map(h, torch.nn.functional.normalize(x, dim=-1), "linear", "l2")(h)
     )
+    trained = helpers.methods.probes.fit_map(h, x, "linear", "cosine", epochs=100)  # 100 Adam steps on 500 tokens
+    assert isinstance(trained.module, torch.nn.Linear)  # folded back onto the raw hidden tokens
     mlp = helpers.methods.probes.fit_map(h, x, "mlp", "cosine", epochs=100, width=64)
     assert torch.get_num_threads() == threads  # the one-thread training loop restores the setting
 
     def loss(m):
         return helpers.methods.probes._loss(m(h), x, "cosine").item()
 
+    assert loss(trained) < loss(start) - 1e-3
     assert loss(mlp) < loss(start) - 1e-3
 
 
@@ -156,8 +158,8 @@ def test_the_input_scale_cannot_matter(scale):
         fitted = helpers.methods.probes.fit_token_map(train, 0, kind, loss, epochs=2)
         assert helpers.methods.probes.evaluate_map(fitted, test) >= 0.99, (kind, loss)
         if kind == "linear":  # the same predictions as at scale 1: the fit standardises its inputs
-            at_one = helpers.methods.probes.fit_token_map(reference[0], 0, kind, loss)
-            assert torch.allclose(fitted(test.hidden[0]), at_one(reference[1].hidden[0]), atol=1e-4), loss
+            at_one = helpers.methods.probes.fit_token_map(reference[0], 0, kind, loss, epochs=2)
+            assert torch.allclose(fitted(test.hidden[0]), at_one(reference[1].hidden[0]), atol=1e-3), loss
     # the L2 map lands in input space: it identifies with either distance
     least_squares = helpers.methods.probes.fit_token_map(train, 0, "linear", "l2")
     for distance in ("l2", "cosine"):
@@ -401,3 +403,56 @@ def test_plots_draw_and_reject_bad_tables(split):
         helpers.plots.plot_generalisation(torch.eye(2), train_layers=[0])
     with pytest.raises(TypeError, match="DataFrame"):
         helpers.plots.plot_neighbour_rates({"hidden_state": [1]})
+
+
+# ------------------------------------------------------------------ controls: position-only and word-only targets
+
+
+def test_input_parts_add_up_to_x_and_position_alone_identifies_at_hidden_state_0(tiny_model, tokenizer, one_thread):
+    texts = [
+        ("The river carried sand to the plain.", "Sand came down the river to the plain."),
+        ("A storm closed the harbour.", "The port shut in the storm, the storm."),
+        ("Prices rose again in May.", "In May the prices rose again."),
+        ("He wrote the letter twice.", "The letter was written twice by him."),
+    ]
+    tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, texts, progress=False)
+    parts = helpers.drivers.identifiability.input_parts(tiny_model, tokens)
+    assert torch.allclose(parts["word"] + parts["position"], tokens.x, atol=1e-6)
+    word_table = tiny_model.embeddings.word_embeddings.weight.detach()
+    assert torch.equal(parts["word"], word_table[tokens.input_ids])
+    # the position part of two tokens at the same place and segment is the same vector
+    same = (tokens.position == 1).nonzero().squeeze(1)
+    assert torch.allclose(parts["position"][same[0]], parts["position"][same[1]])
+    with pytest.raises(ValueError, match="targets must be"):
+        helpers.drivers.identifiability.with_targets(tokens, parts["word"][:3])
+    # a naive 'map' at the position targets themselves identifies every token (positions are distinct)
+    on_position = helpers.drivers.identifiability.with_targets(tokens, parts["position"])
+    assert torch.equal(on_position.x, parts["position"]) and torch.equal(on_position.hidden, tokens.hidden)
+    naive = helpers.methods.probes.fit_map(parts["position"], parts["position"], "naive", "l2")
+    naive.hidden_state = 0
+    moved = helpers.drivers.identifiability.with_targets(tokens, parts["position"])
+    moved.hidden = parts["position"][None]
+    assert helpers.drivers.identifiability.identified(naive, moved).all()
+    # word-only targets tie on repeated pieces: scored by the piece they find
+    word = helpers.drivers.identifiability.with_targets(tokens, parts["word"])
+    word.hidden = parts["word"][None]
+    by_row = helpers.drivers.identifiability.identified(naive, word)
+    by_piece = helpers.drivers.identifiability.identified(naive, word, same_piece=True)
+    unique = helpers.drivers.identifiability.unique_pieces(tokens)
+    assert by_piece.all() and by_row[unique].all() and not by_row[~unique].all()
+
+
+def test_unique_pieces_and_piece_chance_by_brute_force():
+    tokens = synthetic_tokens(sentences=6, seed=8)
+    g = torch.Generator().manual_seed(0)
+    tokens.input_ids = torch.randint(0, 5, (len(tokens),), generator=g)
+    unique = helpers.drivers.identifiability.unique_pieces(tokens)
+    chance = helpers.drivers.identifiability.piece_chance(tokens)
+    for i in range(len(tokens)):
+        mine = tokens.sequence == tokens.sequence[i]
+        copies = int((mine & (tokens.input_ids == tokens.input_ids[i])).sum())
+        assert bool(unique[i]) == (copies == 1)
+        assert chance[i].item() == pytest.approx(copies / int(mine.sum()))
+    with pytest.raises(ValueError, match="offset 0"):
+        shifted = helpers.methods.probes.fit_token_map(tokens, SHIFTED, "linear", "l2", offset=1)
+        helpers.drivers.identifiability.identified(shifted, tokens)

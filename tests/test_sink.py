@@ -200,3 +200,46 @@ def test_decoder_figures_draw():
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def test_position_terms_match_the_split_and_its_bound():
+    n, d_v, d, kv, groups = 9, 3, 5, 2, 2
+    generator = torch.Generator().manual_seed(11)
+    V = torch.randn(2, kv, n, d_v, generator=generator, dtype=torch.float64).repeat_interleave(groups, dim=1)
+    V[0, :, 4] = V[0, :, 1]  # a repeated value row: a prefix of lower rank
+    H = torch.randn(2, kv * groups, d_v, d, generator=generator, dtype=torch.float64)
+    A = torch.stack([_causal(n, seed=s, heads=kv * groups) for s in (1, 2)])
+    terms = sink.position_terms(A, V, positions=(0, 2), groups=groups, from_row=d_v + 1)
+    assert terms.raw.shape == (2, kv * groups, 2)
+    for p, k in enumerate((0, 2)):
+        split, leverage = sink.effective_and_leverage(A, V, H, groups=groups, position=k)
+        drain = sink.drain_split(A, split.effective, leverage, position=k, from_row=d_v + 1)
+        assert torch.allclose(terms.raw[..., p], drain.raw)
+        assert torch.allclose(terms.effective[..., p], drain.effective, atol=1e-9)
+        assert torch.allclose(terms.own[..., p], drain.own, atol=1e-9)
+        assert torch.allclose(terms.leverage[..., p], drain.leverage, atol=1e-9)
+    # the part the position's own leverage leaves unexplained stays within the bound
+    assert ((terms.effective - terms.own).abs() <= terms.bound + 1e-9).all()
+    # a random space of full rank d_v keeps d_v / (i + 1) of a weight on average (layer 2: no repeats)
+    rows = torch.arange(d_v + 1, n)
+    expected = (A[1, :, d_v + 1 :, 0] * d_v / (rows + 1)).sum(-1)
+    assert torch.allclose(terms.expected[1, :, 0], expected)
+    with pytest.raises(ValueError, match="before from_row"):
+        sink.position_terms(A, V, positions=(d_v + 1,), groups=groups, from_row=d_v + 1)
+    with pytest.raises(ValueError, match="from_row"):
+        sink.position_terms(A, V, from_row=n)
+
+
+def test_sink_positions_on_a_tiny_llama(tiny_llama):
+    model, tokenizer = tiny_llama
+    table = decoder_drivers.sink_positions(model, tokenizer, TEXTS, from_row=4)
+    assert set(table["role"]) == {"sink", "position 1", "random"}
+    assert len(table) == len(TEXTS) * 3 * 2 * 4  # texts x roles x layers x heads
+    assert table.loc[table["role"] == "random", "position"].between(2, 3).all()
+    sweep = helpers.sink_sweep(model, tokenizer, TEXTS, from_row=4)
+    sinks = table[table["role"] == "sink"].reset_index(drop=True)
+    for column in ("raw", "effective", "own", "leverage", "sink_score", "value_norm_ratio"):
+        assert sinks[column].to_numpy() == pytest.approx(sweep[column].to_numpy(), abs=1e-6)
+    assert ((table["effective"] - table["own"]).abs() <= table["bound"] + 1e-6).all()
+    heads, _ = decoder_drivers.sink_profile(model, tokenizer, TEXTS, length=12, control_position=1)
+    assert heads["control_score"].between(0, 1).all() and (heads["control_value_norm_ratio"] > 0).all()

@@ -80,6 +80,59 @@ def test_rank_sweep_bad_input(tiny_model, tokenizer):
         helpers.rank_sweep(tiny_model, [encoding], [1, 8], progress=False)
 
 
+# ---- chapter 3: valid alternatives, their ranges and the keys, on several texts
+def _chapter3_encodings(model, tokenizer):
+    text = helpers.encode(tokenizer, LONG_TEXT, model=model)
+    return [helpers.model.text.prefix_encoding(text, 24), helpers.model.text.prefix_encoding(text, 30)]
+
+
+def test_vertex_moves_are_valid_and_beat_a_random_direction(tiny_model, tokenizer):
+    from helpers.drivers.ranks import vertex_moves
+
+    encodings = _chapter3_encodings(tiny_model, tokenizer)
+    table = vertex_moves(tiny_model, encodings, 20, layer=1, head=2, progress=False)
+    assert len(table) == 2 * 20 and set(table["example"]) == {0, 1}
+    assert ((table["vertex_tv"] >= 0) & (table["vertex_tv"] <= 1 + 1e-9)).all()
+    assert ((table["other_heads_tv"] >= 0) & (table["other_heads_tv"] <= 1 + 1e-9)).all()
+    # the largest change of a weight is at most the mass moved
+    assert (table["vertex_change"] <= table["vertex_tv"] + 1e-9).all()
+    # a vertex has at most rank([T, 1]) = d_v + 1 non-zero weights
+    assert (table["vertex_zero"] >= (20 - D_V - 1) / 20 - 1e-9).all()
+    largest = table.groupby("example")[["vertex_change", "random_change"]].max()
+    assert (largest["vertex_change"] > largest["random_change"]).all()
+    with pytest.raises(ValueError, match="No encoding"):
+        vertex_moves(tiny_model, encodings, 500, layer=1, head=1, progress=False)
+    with pytest.raises(ValueError, match="head"):
+        vertex_moves(tiny_model, encodings, 20, layer=1, head=9, progress=False)
+
+
+def test_range_table_contains_the_weights(tiny_model, tokenizer):
+    from helpers.drivers.ranks import range_table
+
+    encodings = _chapter3_encodings(tiny_model, tokenizer)
+    table = range_table(tiny_model, encodings, 16, layer=2, head=1, rows=3, progress=False)
+    assert len(table) == 2 * 3 * 16
+    assert sorted(set(table["query"])) == [0, 8, 15]
+    assert (table["lower"] <= table["weight"] + 1e-9).all()
+    assert (table["weight"] <= table["upper"] + 1e-9).all()
+    assert (table["lower"] >= -1e-9).all() and (table["upper"] <= 1 + 1e-9).all()
+    with pytest.raises(ValueError, match="rows"):
+        range_table(tiny_model, encodings, 16, layer=2, head=1, rows=0, progress=False)
+
+
+def test_producible_reach_keeps_the_output(tiny_model, tokenizer):
+    from helpers.drivers.ranks import producible_reach
+
+    encodings = _chapter3_encodings(tiny_model, tokenizer)
+    table = producible_reach(tiny_model, encodings, 12, layer=1, heads=[1, 2], steps=50, polish_steps=5, progress=False)
+    assert len(table) == 4 and set(table["head"]) == {1, 2}
+    assert (table["output_error"] < 1e-4).all()
+    assert (table["rank_distance"] < 1e-6).all()
+    assert (table["entropy"] > 0).all()
+    with pytest.raises(ValueError, match="heads"):
+        producible_reach(tiny_model, encodings, 12, layer=1, heads=[], progress=False)
+
+
 # ---- chapter 8: sink attention and naive identifiability tables
 from helpers.model.corpus import Example  # noqa: E402
 

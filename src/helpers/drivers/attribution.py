@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
@@ -165,7 +166,6 @@ def cls_table(results: Sequence[Attribution], window: int = 3) -> ClsTables:
     per_token`` (summed share of each part and its mean per token) and ``layer,
     offset, contribution`` (mean c_{[CLS], j} at each offset from the first [SEP]).
     """
-
     if not results:
         raise ValueError("No results to tabulate.")
     by_example = cls_table_by_example(results, window)
@@ -316,3 +316,34 @@ def class_gap(
         return float(np.min(np.median(content, axis=0) - np.median(rest, axis=0)))
 
     return bootstrap(data, smallest_gap, groups=wide.index.get_level_values("example").to_numpy())
+
+
+def cls_sources_by_example(results: Sequence[Attribution]) -> pd.DataFrame:
+    """What [CLS] takes per input token from each part of a sentence pair, per example and layer.
+
+    Columns ``example, layer`` and the mean c_{[CLS], j} over the input tokens j of:
+    ``neighbours`` (the two tokens right before and after the first [SEP]),
+    ``separators`` (the two [SEP]), ``sentence_1``, ``sentence_2`` and
+    ``sentences`` (every token of the two sentences, neighbours included).
+    """
+    import pandas as pd
+
+    if not results:
+        raise ValueError("No results to tabulate.")
+    rows = []
+    for example, attribution in enumerate(results):
+        sep, last = pair_positions(attribution)
+        if last - sep < 2:
+            raise ValueError(f"Result {example}: the second segment is empty.")
+        row = attribution.contributions[:, 0, :].double()  # (L', n)
+        parts = {
+            "neighbours": row[:, [sep - 1, sep + 1]],
+            "separators": row[:, [sep, last]],
+            "sentence_1": row[:, 1:sep],
+            "sentence_2": row[:, sep + 1 : last],
+            "sentences": torch.cat([row[:, 1:sep], row[:, sep + 1 : last]], dim=-1),
+        }
+        means = {name: part.mean(-1).numpy() for name, part in parts.items()}
+        for k, layer in enumerate(attribution.layer_numbers):
+            rows.append({"example": example, "layer": layer, **{name: float(v[k]) for name, v in means.items()}})
+    return pd.DataFrame(rows)

@@ -9,7 +9,14 @@ import pandas as pd
 import torch
 from transformers import PreTrainedModel
 
-from ..methods.sink import drain_split, effective_and_leverage, largest_activations, sink_scores, value_norm_ratio
+from ..methods.sink import (
+    drain_split,
+    effective_and_leverage,
+    largest_activations,
+    position_terms,
+    sink_scores,
+    value_norm_ratio,
+)
 from ..model.capture import capture
 from ..model.numbering import head_number, layer_number
 from ..model.text import encode, first_tokens
@@ -122,6 +129,7 @@ def sink_profile(
     length: int = SINK_PROMPT_LENGTH,
     position: int = 0,
     progress: bool = False,
+    control_position: int | None = None,
 ) -> SinkProfile:
     """The sink in the literature's terms on the first ``length`` tokens of each text (a causal model).
 
@@ -137,6 +145,8 @@ def sink_profile(
       massive activations.
 
     Gu et al.'s Sink_k^eps is ``(heads.sink_score > eps).mean()`` (``helpers.methods.sink.sink_rate``).
+    With ``control_position``, ``heads`` also has ``control_score`` and ``control_value_norm_ratio``:
+    the same two figures at that position, from the same capture (a control for the sink).
     """
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty sequence of strings.")
@@ -153,16 +163,19 @@ def sink_profile(
         scores = sink_scores(internals.A, position)  # (L, h)
         ratio = value_norm_ratio(internals.T, position)
         L, h = scores.shape
-        heads.append(
-            pd.DataFrame(
-                {
-                    "example": index,
-                    **_head_columns(L, h),
-                    "sink_score": scores.flatten().double().numpy(),
-                    "value_norm_ratio": ratio.flatten().double().numpy(),
-                }
-            )
+        frame = pd.DataFrame(
+            {
+                "example": index,
+                **_head_columns(L, h),
+                "sink_score": scores.flatten().double().numpy(),
+                "value_norm_ratio": ratio.flatten().double().numpy(),
+            }
         )
+        if control_position is not None:
+            frame["control_score"] = sink_scores(internals.A, control_position).flatten().double().numpy()
+            control_ratio = value_norm_ratio(internals.T, control_position)
+            frame["control_value_norm_ratio"] = control_ratio.flatten().double().numpy()
+        heads.append(frame)
         largest = largest_activations(internals.hidden_states)
         others = torch.cat([largest.largest[:, :position], largest.largest[:, position + 1 :]], dim=1)
         activations.append(
@@ -178,3 +191,59 @@ def sink_profile(
             )
         )
     return SinkProfile(pd.concat(heads, ignore_index=True), pd.concat(activations, ignore_index=True))
+
+
+def sink_positions(
+    model: PreTrainedModel,
+    tokenizer,
+    texts: Sequence[str],
+    positions: Sequence[int] = (0, 1),
+    random_position: bool = True,
+    seed: int = 0,
+    from_row: int | None = None,
+) -> pd.DataFrame:
+    """The sink's terms at position 0 and at control positions, one capture per text (a causal model).
+
+    For each text, layer (1..L) and head (1..h) and each of ``positions`` (and, with
+    ``random_position``, one position drawn per text from 2..from_row - 1 with ``seed``): the sums
+    over the rows ``from_row``..n-1 (default d_v) of ``helpers.methods.sink.position_terms``
+    (``raw``, ``effective``, ``own``, ``bound``, ``expected``; ``leverage`` is the mean over those
+    rows), with ``example``, ``layer``, ``head``, ``kv_head``, ``n``, ``rows``, ``position`` and
+    ``role`` ("sink" for position 0, "position k", or "random"), and ``sink_score`` and
+    ``value_norm_ratio`` at that position. The rows of role "sink" have ``sink_sweep``'s columns.
+    """
+    if isinstance(texts, str) or len(texts) == 0:
+        raise ValueError("texts must be a non-empty sequence of strings.")
+    generator = torch.Generator().manual_seed(int(seed))
+    frames = []
+    for index, text in enumerate(texts):
+        internals = capture(model, encode(tokenizer, text, model=model))
+        if not internals.causal:
+            raise ValueError(f"sink_positions takes causal models (decoders); {internals.family} is bidirectional.")
+        first = internals.V.shape[-1] if from_row is None else from_row
+        if internals.n <= first or first < 3:
+            raise ValueError(f"Text {index} has {internals.n} tokens; it needs more than from_row = {first} (>= 3).")
+        chosen = [int(k) for k in positions]
+        roles = ["sink" if k == 0 else f"position {k}" for k in chosen]
+        if random_position:
+            chosen.append(int(torch.randint(2, first, (1,), generator=generator)))
+            roles.append("random")
+        terms = position_terms(internals.A, internals.V, tuple(chosen), groups=internals.groups, from_row=first)
+        L, h = internals.A.shape[:2]
+        for p, (k, role) in enumerate(zip(chosen, roles, strict=True)):
+            frame = pd.DataFrame(
+                {
+                    "example": index,
+                    **_head_columns(L, h),
+                    "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],
+                    "n": internals.n,
+                    "rows": internals.n - first,
+                    "position": k,
+                    "role": role,
+                    **{name: getattr(terms, name)[..., p].flatten().double().numpy() for name in terms._fields},
+                    "sink_score": sink_scores(internals.A, k).flatten().double().numpy(),
+                    "value_norm_ratio": value_norm_ratio(internals.T, k).flatten().double().numpy(),
+                }
+            )
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

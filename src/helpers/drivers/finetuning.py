@@ -30,6 +30,7 @@ from transformers import PreTrainedModel
 
 from ..methods.captured import effective_attention_of
 from ..methods.effective import effective_attention_and_rank
+from ..methods.intervals import bootstrap
 from ..methods.linalg import DEFAULT_RTOL
 from ..methods.probes import nearest_in_sequence
 from ..methods.tokens import attention_to
@@ -51,6 +52,8 @@ __all__ = [
     "sink_attention_table",
     "sink_attention_by_example",
     "naive_identifiability_by_example",
+    "sink_removed_share",
+    "sink_removed_by_layer",
 ]
 
 
@@ -297,7 +300,8 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
     weight a_j is a_j r / n, so ``random_effective`` = mean over heads and queries of
     A[i, sink] r_h / n, with r_h the numerical rank of the head's T. Returns ``example``
     (index into ``examples``), ``n``, ``layer``, ``raw``, ``effective``, ``random_effective``
-    and ``rank`` (the smallest r_h of the layer); an example with n <= rank has no null space.
+    ``rank`` (the largest r_h of the layer: every head has a null space when n > rank) and
+    ``sink`` (the sink's token).
     """
     examples = check_records(examples)
     frames = []
@@ -307,8 +311,9 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
         if internals.causal:
             raise ValueError("sink_attention_by_example needs a bidirectional encoder; got a causal model.")
         n = internals.n
+        sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
         mask = torch.zeros(n, dtype=torch.bool)
-        mask[int(internals.A.sum(dim=(0, 1, 2)).argmax())] = True
+        mask[sink] = True
         split, rank = effective_attention_and_rank(internals.A, None, internals.V, internals.H, DEFAULT_RTOL)
         raw = attention_to(internals.A, mask)  # (L, h)
         frames.append(
@@ -320,7 +325,8 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
                     "raw": raw.mean(-1).numpy(),
                     "effective": attention_to(split.effective, mask).mean(-1).numpy(),
                     "random_effective": (raw * rank.double() / n).mean(-1).numpy(),
-                    "rank": rank.min(-1).values.numpy(),
+                    "rank": rank.max(-1).values.numpy(),
+                    "sink": tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])),
                 }
             )
         )
@@ -344,5 +350,49 @@ def naive_identifiability_by_example(
     for state in range(tokens.num_layers + 1):
         nearest = nearest_in_sequence(tokens.hidden[state], tokens.sequence, tokens.x, tokens.sequence, distance)
         hits = torch.bincount(sequences, weights=(nearest == own).double(), minlength=len(examples))
-        rows.append(pd.DataFrame({"example": range(len(examples)), "hidden_state": state, "rate": (hits / counts).numpy()}))
+        rows.append(
+            pd.DataFrame({"example": range(len(examples)), "hidden_state": state, "rate": (hits / counts).numpy()})
+        )
     return pd.concat(rows, ignore_index=True)
+
+
+def sink_removed_share(table: pd.DataFrame, by_layer: bool = False) -> pd.DataFrame:
+    """The share of the sink's raw attention that effective attention removes, and a random column space's.
+
+    table: ``sink_attention_by_example``'s. Per example (over all its layers), or per example
+    and layer: ``removed`` = 1 - effective / raw and ``random`` = 1 - random_effective / raw
+    (the expected removed share for a random column space of each head's rank, 1 - r/n).
+    Only examples with n > rank enter (every head has a null space): a shorter text has
+    none, so its removed share is 0 by construction and says nothing about the sink.
+    Returns ``example``, (``layer``,) ``n``, ``removed``, ``random``.
+    """
+    missing = {"example", "layer", "n", "rank", "raw", "effective", "random_effective"} - set(table.columns)
+    if missing:
+        raise ValueError(f"table lacks the columns {sorted(missing)}: pass sink_attention_by_example's table.")
+    long = table[table.n > table["rank"]]
+    keys = ["example", "layer"] if by_layer else ["example"]
+    sums = long.groupby(keys)[["raw", "effective", "random_effective"]].sum()
+    return pd.DataFrame(
+        {
+            "n": long.groupby(keys).n.first(),
+            "removed": 1 - sums.effective / sums.raw,
+            "random": 1 - sums.random_effective / sums.raw,
+        }
+    ).reset_index()
+
+
+def sink_removed_by_layer(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer, the mean removed share of the sink's attention and its random expectation, with
+    95% intervals over examples (``sink_removed_share(by_layer=True)``, bootstrapped per layer).
+
+    Returns ``layer, removed, removed_low, removed_high, random, random_low, random_high``.
+    """
+    shares = sink_removed_share(table, by_layer=True)
+    rows = []
+    for layer, part in shares.groupby("layer"):
+        row = {"layer": layer}
+        for column in ("removed", "random"):
+            estimate = bootstrap(part[column].to_numpy())
+            row |= {column: estimate.value, f"{column}_low": estimate.low, f"{column}_high": estimate.high}
+        rows.append(row)
+    return pd.DataFrame(rows)

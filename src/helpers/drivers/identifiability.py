@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 import torch
@@ -24,6 +24,7 @@ from ..methods.probes import (
     fit_map,
     fit_token_map,
     identifiability_rate,
+    map_hits,
     nearest_in_sequence,
     neighbour_rows,
 )
@@ -45,31 +46,28 @@ def collect_hidden_tokens(
 ) -> HiddenTokens:
     """Hidden states at every layer and input embeddings of every real token.
 
-    One forward pass per batch of padded sequences; padding tokens are
-    dropped afterwards, so each token's states equal those of an unpadded
-    pass over its own sequence (up to float rounding).
+    One forward pass per batch of padded sequences; padding tokens are dropped afterwards, so each
+    token's states equal those of an unpadded pass over its own sequence (up to float rounding).
 
     Args:
         model: a BERT encoder in eval mode (``load_model``).
         tokenizer: its tokenizer.
-        texts: S items, each a string, a ``(text, text_pair)`` tuple or an
-            ``Example`` (a pair becomes one sequence ``[CLS] a [SEP] b [SEP]``).
-            Sequence s gets id s.
+        texts: S items, each a string, a ``(text, text_pair)`` tuple or an ``Example`` (a pair
+            becomes one sequence ``[CLS] a [SEP] b [SEP]``). Sequence s gets id s.
         batch_size: sequences per forward pass.
         progress: show a progress bar over batches.
 
     Returns:
         ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d)``.
 
-    A decoder of the Llama family (``load_decoder``) runs one unpadded sequence at a time
-    through ``capture``: ``x`` is then the token embeddings (layer 0 of ``hidden``: no
-    position is added before the first block), layer l block l's output before the final
-    norm, and ``batch_size`` is unused; ``max_tokens`` (decoders only) keeps the first
-    ``max_tokens`` tokens of each text.
+    A decoder of the Llama family (``load_decoder``) runs one unpadded sequence at a time through
+    ``capture``: ``x`` is then the token embeddings (layer 0 of ``hidden``: no position is added
+    before the first block), layer l block l's output before the final norm, and ``batch_size`` is
+    unused; ``max_tokens`` (decoders only) keeps the first ``max_tokens`` tokens of each text.
 
     Raises:
-        ValueError: no texts, an empty text, a sequence longer than the model
-            takes, a bad batch size or a model in training mode.
+        ValueError: no texts, an empty text, a sequence longer than the model takes, a bad batch
+            size or a model in training mode.
     """
     if getattr(getattr(model, "config", None), "model_type", None) in DECODER_FAMILIES:
         return _collect_decoder_tokens(model, tokenizer, texts, progress, max_tokens)
@@ -243,8 +241,7 @@ def generalisation_matrix(
 ) -> torch.Tensor:
     """Rate of each map (trained on its own hidden state) applied to every test hidden state.
 
-    Returns (len(maps), len(hidden_states)): entry (i, j) is the test rate of
-    ``maps[i]`` on the hidden tokens of ``hidden_states[j]`` (default 0..L).
+    Returns (len(maps), len(hidden_states)): (i, j) is the rate of ``maps[i]`` on ``hidden_states[j]`` (default 0..L).
     """
     if len(maps) == 0:
         raise ValueError("No maps given: pass the maps of probe_layers, e.g. probes.maps[('linear', 'cosine')].")
@@ -275,8 +272,7 @@ def fraction_curve(
 ) -> pd.DataFrame:
     """Test rate at ``hidden_state`` (0..L; default None: the last, L) against the fraction of training sequences used.
 
-    The subsets are nested.
-    Returns a table with columns map, fraction, sequences, tokens, rate.
+    The subsets are nested. Returns a table with columns map, fraction, sequences, tokens, rate, identified.
     """
     from tqdm.auto import tqdm
 
@@ -291,14 +287,15 @@ def fraction_curve(
     jobs = [(kind, f) for kind in kinds for f in fractions]
     for kind, f in tqdm(jobs, desc="training fractions", disable=not progress):
         subset = train.select(permuted[: max(1, math.ceil(f * len(ids)))].sort().values)
-        fitted = fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options)
+        hits = map_hits(fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options), test).targets
         rows.append(
             {
                 "map": kind,
                 "fraction": f,
                 "sequences": len(subset.sequence_ids),
                 "tokens": len(subset),
-                "rate": evaluate_map(fitted, test),
+                "rate": hits.float().mean().item(),
+                "identified": hits.numpy(),  # per test token, for intervals over sequences
             }
         )
     return pd.DataFrame(rows)
@@ -340,7 +337,8 @@ def neighbour_rates(
     linear + L2 the maps of all offsets come from one least-squares solve
     per hidden state (its columns decouple, so this is exact and cheap).
 
-    Returns a table with columns hidden_state, offset, rate.
+    Returns a table with columns hidden_state, offset, rate; identified and sequence hold, per row,
+    the (M,) per-token hits and their sequence ids (for intervals over sequences).
     """
     from tqdm.auto import tqdm
 
@@ -377,20 +375,18 @@ def neighbour_rates(
             query_sequence = test.sequence[test_rows].repeat(len(offsets))
             nearest = nearest_in_sequence(predicted, query_sequence, test.x, test.sequence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
-        rows += [
-            {"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item()} for i, k in enumerate(offsets)
-        ]
+        group = test.sequence[test_rows].numpy()
+        rows += [{"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item(),
+                  "identified": hits[i].numpy(), "sequence": group} for i, k in enumerate(offsets)]  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def naive_identifiability_table(
     model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
 ) -> pd.DataFrame:
-    """Naive (identity map) token identifiability per hidden state 0..L over ``examples``.
+    """Naive (identity map) token identifiability per hidden state 0..L over ``examples``: ``hidden_state, rate``.
 
-    Token i of a sequence is identified at hidden state l when its hidden vector is
-    nearest (``distance``) to its own input embedding x_i among the inputs of its sequence.
-    Returns ``hidden_state, rate``.
+    Token i is identified at hidden state l when e_i^l is nearest (``distance``) to x_i among its sequence's inputs.
     """
     examples = check_records(examples)
     tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
@@ -399,3 +395,56 @@ def naive_identifiability_table(
         for i in range(tokens.num_layers + 1)
     ]
     return pd.DataFrame({"hidden_state": range(tokens.num_layers + 1), "rate": rates})
+
+
+def input_parts(model: PreTrainedModel, tokens: HiddenTokens) -> dict[str, torch.Tensor]:
+    """x = word + (position + segment) of an encoder: ``{"word": (N, d), "position": (N, d)}`` (x less the word)."""
+    embeddings = getattr(getattr(model, "embeddings", None), "word_embeddings", None)
+    if embeddings is None or model.config.model_type in DECODER_FAMILIES:
+        raise ValueError("input_parts needs an encoder whose x is word + position + segment (a BERT model).")
+    word = embeddings.weight.detach().float().cpu()[tokens.input_ids]
+    return {"word": word, "position": tokens.x - word}
+
+
+def with_targets(tokens: HiddenTokens, targets: torch.Tensor) -> HiddenTokens:
+    """The same hidden tokens with other input-space targets in place of x ((N, d_in), e.g. ``input_parts``)."""
+    if targets.dim() != 2 or targets.shape[0] != len(tokens):
+        raise ValueError(f"targets must be ({len(tokens)}, d_in); got {tuple(targets.shape)}.")
+    return replace(tokens, x=targets)
+
+
+def _copies(tokens: HiddenTokens) -> torch.Tensor:  # (N,) tokens of the sequence with the token's piece
+    key = tokens.sequence * (int(tokens.input_ids.max()) + 1) + tokens.input_ids
+    _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    return counts[inverse]
+
+
+def unique_pieces(tokens: HiddenTokens) -> torch.Tensor:
+    """(N,) bool: the token's word piece occurs once in its sequence (no other token of it ties with it)."""
+    return _copies(tokens) == 1
+
+
+def piece_chance(tokens: HiddenTokens) -> torch.Tensor:
+    """(N,) the chance that a random token of the sequence has the token's word piece (share of its copies)."""
+    return _copies(tokens).float() / tokens.lengths.float().repeat_interleave(tokens.lengths)
+
+
+def identified(
+    token_map: TokenMap,
+    tokens: HiddenTokens,
+    hidden_state: int | None = None,
+    distance: str | None = None,
+    same_piece: bool = False,
+) -> torch.Tensor:
+    """(N,) bool: is each token identified by ``token_map`` (offset 0) at ``hidden_state`` (default: its own)?
+
+    With ``same_piece`` a token counts when the nearest target carries its word piece (word-only targets).
+    """
+    if token_map.offset != 0:
+        raise ValueError("identified scores maps to the token itself (offset 0).")
+    state = check_hidden_state(tokens, token_map.hidden_state if hidden_state is None else hidden_state)
+    distance = token_map.distance if distance is None else distance
+    check_choice(distance, LOSSES, "distance")
+    predicted = token_map(tokens.hidden[state])
+    nearest = nearest_in_sequence(predicted, tokens.sequence, tokens.x, tokens.sequence, distance)
+    return tokens.input_ids[nearest] == tokens.input_ids if same_piece else nearest == torch.arange(len(tokens))

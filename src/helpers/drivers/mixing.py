@@ -14,10 +14,10 @@ from ..methods import mixing
 from ..methods.decomposition import NORM_MEASURES
 from ..methods.linalg import row_spearman, spearman
 from ..methods.linearised import linearise
-from ..methods.rollout import AGGREGATIONS, ROLLOUT_AGGREGATION, normalise_rows, rollout_label
+from ..methods.rollout import AGGREGATIONS, ROLLOUT_AGGREGATION, normalise_rows, positional_prior, rollout_label
 from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
-from ..model.numbering import check_integer, check_seed
+from ..model.numbering import check_count, check_integer, check_seed
 from ..model.text import encode
 from .timing import timed
 
@@ -35,6 +35,9 @@ MIXING_MEASURES = (
     ("alti", {"effective": True}),
     ("value_zeroing", {}),
 )
+
+
+PRIOR = "positional prior"  # the sweep's name of ``rollout.positional_prior``
 
 
 @dataclass
@@ -113,6 +116,7 @@ def context_mixing_sweep(
     local_examples: int | None = None,
     seed: int = 0,
     progress: bool = True,
+    prior: bool = False,
 ) -> MixingSweep:
     """Every measure on every example, against HTA (global) and layer-local HTA (local).
 
@@ -133,6 +137,8 @@ def context_mixing_sweep(
             many examples (None: all); it costs about as much as HTA itself.
         seed: seed of both estimates.
         progress: show a progress bar over the examples.
+        prior: add the baseline "positional prior" (``rollout.positional_prior``: weight
+            0.5^|i - j|, rows normalised, the same at every layer) beside the global measures.
     """
     check_supported(model)
     model = float32_model(model)
@@ -156,6 +162,9 @@ def context_mixing_sweep(
             for result in mixing.local_measures(model, internals, measures):
                 agreement += _rows(example.id, result.name, "local", row_spearman(result.scores, local.scores))
         results = {"hta": reference, **_global_measures(model, internals, lin, measures)}
+        if prior:
+            L, n = reference.scores.shape[:2]
+            results[PRIOR] = mixing.Mixing(positional_prior(n, L).float(), measure=PRIOR, rollout=False)
         for name, result in results.items():
             if name != "hta":
                 agreement += _rows(example.id, name, "global", row_spearman(result.scores, reference.scores))
@@ -174,6 +183,65 @@ def agreement_table(sweep, kind: str = "global") -> pd.DataFrame:
     if rows.empty:
         raise ValueError(f"No rows of kind {kind!r}; kinds: {sorted(sweep.agreement['kind'].unique())}.")
     return _median_table(rows)
+
+
+def example_agreement(sweep, kind: str = "global") -> pd.DataFrame:
+    """Each example's median Spearman with the reference, per layer: rows (example, layer), columns measures.
+
+    The unit a 95% interval resamples (``helpers.bootstrap``): one figure per example
+    and layer, the median over its hidden tokens.
+    """
+    rows = sweep.agreement[sweep.agreement["kind"] == kind]
+    if rows.empty:
+        raise ValueError(f"No rows of kind {kind!r}; kinds: {sorted(sweep.agreement['kind'].unique())}.")
+    table = rows.groupby(["example", "layer", "measure"])["rho"].median().unstack("measure")
+    return table[sorted(table.columns, key=_measure_order)]
+
+
+class PairPlan(NamedTuple):
+    """Which pairs chapter 7 runs on, scaled to the model's cost (``plan_pairs``)."""
+
+    pairs: list  # the sweep's pairs: the first longer than d_v and at most d_v + 4 tokens
+    validation: list  # the pairs that exact HTA checks the estimate on
+    local_pairs: int  # how many of ``pairs`` the layer-local comparison uses
+    rule: str  # how ``validation`` was chosen, in words
+
+
+def plan_pairs(
+    tokenizer, pairs: Sequence, d_v: int, scale: float = 1.0, exact_scale: float = 1.0, validation: int = 2
+) -> PairPlan:
+    """Chapter 7's pairs for a model that costs ``scale`` times the bundled one per token
+    (L d^2) and ``exact_scale`` times as much for exact HTA (L d^3).
+
+    The sweep takes the first pairs longer than d_v tokens (so attention has a null
+    space) and at most d_v + 4 long: 30 at scale 1, fewer in proportion, at least 8; the
+    layer-local comparison 3 of them, at least 1. Exact HTA checks the estimate on the
+    first ``validation`` of them at ``exact_scale`` <= 1, else on the longest pairs of the
+    corpus that cost no more than the first does on the bundled model (or the shortest).
+    """
+    check_count(d_v, "d_v")
+    check_count(validation, "validation", 2)
+    length = {p.id: len(tokenizer(p.text_a, getattr(p, "text_b", None))["input_ids"]) for p in pairs}
+    count = max(8, min(30, round(30 / scale)))
+    chosen = [p for p in pairs if d_v < length[p.id] <= d_v + 4][:count]
+    if len(chosen) < 2:
+        raise ValueError(f"Fewer than 2 pairs of {d_v + 1} to {d_v + 4} tokens: no interval over pairs.")
+    if exact_scale <= 1:
+        checked, rule = chosen[:validation], f"the first {validation} pairs of the sweep"
+    else:
+        max_tokens = int(length[chosen[0].id] / exact_scale**0.5)
+        affordable = sorted((p for p in pairs if length[p.id] <= max_tokens), key=lambda p: -length[p.id])
+        if len(affordable) >= validation:
+            checked = affordable[:validation]
+            rule = (
+                f"the {validation} longest pairs of the corpus whose exact HTA costs no more than the first "
+                "pair's on the bundled model"
+            )
+        else:
+            checked = sorted(pairs, key=lambda p: length[p.id])[:validation]
+            rule = f"the {validation} shortest pairs of the corpus"
+        rule += f" (exact HTA costs {exact_scale:.0f} times as much per token)"
+    return PairPlan(chosen, checked, max(1, min(3, round(3 / scale))), rule)
 
 
 def _median_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -358,3 +358,16 @@ def validity(alternatives: torch.Tensor, A: torch.Tensor, T: torch.Tensor) -> Va
         row_sum_error=float((X.sum(-1) - 1).abs().max()),
         output_error=float(output_change.max()),
     )
+
+
+def row_total_variation(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """0.5 ||x_i - y_i||_1 for every row: X, Y (..., n, n), broadcast -> (..., n) float64.
+
+    For two attention rows, the share of the mass that must move to turn one into the
+    other (0: the same row, 1: disjoint supports).
+    """
+    check_tensor(X, "X")
+    check_tensor(Y, "Y")
+    if X.shape[-1] != Y.shape[-1]:
+        raise ValueError(f"X and Y must have rows of one length; got {X.shape[-1]} and {Y.shape[-1]}.")
+    return 0.5 * (X.double() - Y.double()).abs().sum(dim=-1)

@@ -7,8 +7,8 @@ the fraction of tokens identified. Three maps, two losses, the distance of
 the nearest-neighbour search matching the loss:
 
     naive    g(e) = e                          (no training)
-    linear   g(e) = z W + b,  z = standardised e    closed-form least squares
-                                               (cosine: onto unit-length targets)
+    linear   g(e) = z W + b,  z = standardised e    L2: closed-form least squares
+             cosine: least squares onto unit-length targets, then seeded Adam
     mlp      g(e) = z W + b + relu(z W1 + b1) W2 + b2   (width 256, started at the
              linear fit; seeded mini-batch Adam)
 
@@ -73,8 +73,9 @@ class SkipMLP(nn.Module):
     def __init__(self, d: int, d_out: int, width: int, mean: torch.Tensor, std: torch.Tensor) -> None:
         super().__init__()
         self.linear = nn.Linear(d, d_out)
-        self.hidden = nn.Linear(d, width)
-        self.out = nn.Linear(width, d_out)
+        self.width = width  # 0: the linear skip connection alone
+        self.hidden = nn.Linear(d, max(width, 1))
+        self.out = nn.Linear(max(width, 1), d_out)
         nn.init.zeros_(self.out.weight)  # start exactly at the linear map
         nn.init.zeros_(self.out.bias)
         self.register_buffer("mean", mean)
@@ -82,7 +83,7 @@ class SkipMLP(nn.Module):
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
         z = (e - self.mean) / self.std
-        return self.linear(z) + self.out(torch.relu(self.hidden(z)))
+        return self.linear(z) + self.out(torch.relu(self.hidden(z))) if self.width else self.linear(z)
 
 
 @dataclass
@@ -108,11 +109,9 @@ class TokenMap:
 def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) -> tuple[torch.Tensor, ...]:
     """Least squares on standardised inputs: (mean, std, solution), all float64.
 
-    With z = (hidden - mean) / std (the training set's statistics; a constant
-    feature keeps std 1), ``solution`` (d + 1, d_in) is argmin ||z W + b - Y||^2
-    + ridge N ||W||^2: z's columns are centred, so b is the targets' mean, and
-    the ridge, relative to the Gram matrix's diagonal (N), means the same at
-    every input scale. W comes from the Cholesky factor of z^T z + ridge N I.
+    z = (hidden - mean) / std (training statistics; a constant feature keeps std 1); ``solution``
+    (d + 1, d_in) = argmin ||z W + b - Y||^2 + ridge N ||W||^2 (Cholesky of z^T z + ridge N I):
+    b is the targets' mean, and the ridge means the same at every input scale.
     """
     std, mean = torch.std_mean(hidden.double(), dim=0, correction=0)
     std = torch.where(std > 0, std, torch.ones_like(std))
@@ -155,16 +154,16 @@ def fit_map(
         ridge: Tikhonov term relative to the standardised Gram matrix (keeps the
             normal equations well posed; 1e-6 changes nothing else).
         width: the MLP's hidden width.
-        epochs, batch_size, lr: the MLP's Adam schedule (a linear map is a
-            closed form and ignores them).
+        epochs, batch_size, lr: the Adam schedule (linear + cosine and MLP).
 
     Returns:
         A ``TokenMap``. Every fit standardises the hidden tokens (training
         statistics), so their scale cannot matter. Linear + L2 is the exact
-        least-squares solution, linear + cosine the least-squares fit to
-        unit-length targets (cosine ignores lengths): deterministic closed
-        forms. The MLP starts at the matching linear fit (its non-linear
-        branch at zero); seeded mini-batch Adam on its loss follows.
+        least-squares solution (closed form). Linear + cosine starts at the
+        least-squares fit to unit-length targets (cosine ignores lengths),
+        the MLP at the matching linear fit (its non-linear branch at zero);
+        both then get seeded mini-batch Adam on their loss, in standardised
+        coordinates.
     """
     check_choice(kind, MAP_KINDS, "map kind")
     check_choice(loss, LOSSES, "loss")
@@ -179,21 +178,23 @@ def fit_map(
         return TokenMap(kind, loss, nn.Identity())
     aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets  # cosine: directions only
     mean, std, solution = _least_squares(hidden, aim, ridge)
-    if kind == "linear":  # fold the standardisation into one nn.Linear on the raw hidden tokens
-        weight = solution[:-1] / std[:, None]
-        linear = nn.Linear(hidden.shape[1], targets.shape[1])
-        with torch.no_grad():
-            linear.weight.copy_(weight.T)
-            linear.bias.copy_(solution[-1] - mean @ weight)
-        return TokenMap(kind, loss, linear.eval())
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        mlp = SkipMLP(hidden.shape[1], targets.shape[1], width, mean.float(), std.float())
+        module = SkipMLP(hidden.shape[1], targets.shape[1], width if kind == "mlp" else 0, mean.float(), std.float())
     with torch.no_grad():
-        mlp.linear.weight.copy_(solution[:-1].T)
-        mlp.linear.bias.copy_(solution[-1])
-    _adam(mlp, hidden, targets, loss, seed, epochs, batch_size, lr)
-    return TokenMap(kind, loss, mlp.eval())
+        module.linear.weight.copy_(solution[:-1].T)
+        module.linear.bias.copy_(solution[-1])
+    if kind == "mlp" or loss == "cosine":
+        _adam(module, hidden, targets, loss, seed, epochs, batch_size, lr)
+    if kind == "mlp":
+        return TokenMap(kind, loss, module.eval())
+    weight = (solution[:-1] if loss == "l2" else module.linear.weight.detach().double().T) / std[:, None]
+    bias = solution[-1] if loss == "l2" else module.linear.bias.detach().double()
+    linear = nn.Linear(hidden.shape[1], targets.shape[1])  # the standardisation folded into one nn.Linear
+    with torch.no_grad():
+        linear.weight.copy_(weight.T)
+        linear.bias.copy_(bias - mean @ weight)
+    return TokenMap(kind, loss, linear.eval())
 
 
 def _adam(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from ..model.numbering import check_count
+
 __all__ = [
     "AGGREGATIONS",
     "ROLLOUT_AGGREGATION",
@@ -24,6 +26,7 @@ __all__ = [
     "plain_rollout",
     "attention_rollout",
     "unnormalised_rollout",
+    "positional_prior",
 ]
 
 AGGREGATIONS = ("normalise_first", "normalise_last")
@@ -109,3 +112,20 @@ def check_aggregation(measure: str, aggregation: str | None) -> str:
             "Raw attention's rows already sum to 1; its rollout is Abnar & Zuidema's (aggregation='normalise_first')."
         )
     return aggregation
+
+
+def positional_prior(n: int, num_layers: int = 1, decay: float = 0.5) -> torch.Tensor:
+    """A positional baseline for context mixing: w_ij = decay^|i - j|, rows normalised: (num_layers, n, n).
+
+    Each hidden token draws most on its own input, then on its neighbours, less with
+    every token of distance, the same at every layer and whatever the text. Any
+    strictly decreasing decay ranks the inputs of a row the same way, so a Spearman
+    correlation with it does not depend on ``decay`` (0 < decay < 1). Float64.
+    """
+    check_count(n, "n")
+    check_count(num_layers, "num_layers")
+    if not 0 < float(decay) < 1:
+        raise ValueError(f"decay must lie strictly between 0 and 1 (a weight that falls with distance); got {decay}.")
+    position = torch.arange(n, dtype=torch.float64)
+    weights = float(decay) ** (position[:, None] - position[None, :]).abs()
+    return normalise_rows(weights).expand(num_layers, n, n).clone()

@@ -26,6 +26,7 @@ import torch
 
 from .causal import causal_effective_attention, check_causal
 from .effective import EffectiveAttention
+from .linalg import DEFAULT_RTOL
 
 __all__ = [
     "SINK_EPSILON",
@@ -38,6 +39,8 @@ __all__ = [
     "position_leverage",
     "DrainSplit",
     "drain_split",
+    "PositionTerms",
+    "position_terms",
 ]
 
 SINK_EPSILON = 0.3  # Gu et al.'s threshold
@@ -191,3 +194,83 @@ def drain_split(
     eff = effective[..., first:, position].sum(-1)
     own = (raw_rows * leverage).sum(-1)
     return DrainSplit(raw, eff, own, leverage.mean(-1), (raw - own) / (raw - eff))
+
+
+class PositionTerms(NamedTuple):
+    """``position_terms``' result: per layer, head and position, summed over the rows ``from_row``..n-1.
+
+    Each (L, h, p) for the p positions asked for. ``raw`` = sum a_ik; ``effective`` = sum (P_i a_i)_k;
+    ``own`` = sum a_ik (P_i)_kk; ``leverage`` = mean (P_i)_kk; ``bound`` = sum ||a_{i, not k}||
+    sqrt((P_i)_kk (1 - (P_i)_kk)), which bounds |effective - own| (P_i is a projection, so
+    sum_j (P_i)_jk^2 = (P_i)_kk); ``expected`` = sum a_ik r_i / (i + 1), the effective weight a random
+    column space of the same rank r_i = rank T_{0..i} keeps on average.
+    """
+
+    raw: torch.Tensor
+    effective: torch.Tensor
+    own: torch.Tensor
+    leverage: torch.Tensor
+    bound: torch.Tensor
+    expected: torch.Tensor
+
+
+def position_terms(
+    A: torch.Tensor,
+    V: torch.Tensor,
+    positions: tuple[int, ...] = (0,),
+    groups: int = 1,
+    from_row: int = 1,
+    rtol: float = DEFAULT_RTOL,
+) -> PositionTerms:
+    """The sink's terms at several positions from one eigendecomposition of each prefix's Gram matrix.
+
+    A: (L, h, n, n) causal; V: (L, h, n, d_v) as ``Internals.V`` (its prefixes have the column
+    spaces of T's when H has full row rank; or pass T itself); query heads in runs of ``groups``
+    share V. Every position must lie before ``from_row``, so that every summed row sees it.
+    The same projections as ``causal_effective_attention`` (its Gram route), read at the positions.
+    """
+    check_causal(A)
+    if A.dim() != 4 or V.dim() != 4 or V.shape[:3] != A.shape[:3]:
+        raise ValueError(f"A must be (L, h, n, n) and V (L, h, n, d_v); got {tuple(A.shape)} and {tuple(V.shape)}.")
+    L, h, n = A.shape[0], A.shape[1], A.shape[-1]
+    if not isinstance(from_row, int) or not 0 < from_row < n:
+        raise ValueError(f"from_row must be in 1..{n - 1}; got {from_row!r}.")
+    positions = tuple(_check_position(n, k) for k in positions)
+    if not positions or max(positions) >= from_row:
+        raise ValueError(f"positions must be a non-empty tuple of positions before from_row = {from_row}.")
+    if groups < 1 or h % groups:
+        raise ValueError(f"groups must divide the {h} heads; got {groups!r}.")
+    M = V[:, ::groups].to(torch.float64)  # (L, h_kv, n, m)
+    A64 = A.to(torch.float64).reshape(L, h // groups, groups, n, n)
+    index = torch.tensor(positions)
+    sizes = torch.arange(1, n + 1, dtype=torch.float64)
+    rows = slice(from_row, n)
+    out = {name: A64.new_zeros(L, h // groups, groups, len(positions)) for name in PositionTerms._fields}
+    for layer in range(L):
+        for kv in range(M.shape[1]):
+            Mb = M[layer, kv]  # (n, m)
+            values, vectors = torch.linalg.eigh(torch.cumsum(Mb[:, :, None] * Mb[:, None, :], dim=0))
+            keep = values > (rtol**2) * values[:, -1:].clamp_min(0.0)
+            inverse = torch.where(keep, 1.0 / torch.where(keep, values, torch.ones_like(values)), 0.0)
+            rank = keep.sum(dim=-1).to(torch.float64)  # (n,)
+            full = rank == sizes
+            Z = torch.einsum("pm,nmj->npj", Mb[index], vectors)  # position rows in each G_i's eigenbasis
+            leverage = torch.where(full[:, None], 1.0, (Z**2 * inverse[:, None]).sum(-1))[rows]  # (rows, p)
+            a = A64[layer, kv]  # (g, n, n)
+            C = (a @ Mb)[..., None, :] @ vectors  # (g, n, 1, m)
+            W = (vectors @ (C[..., 0, :] * inverse)[..., None])[..., 0]  # (g, n, m): G_i^+ M^T a_i
+            effective = torch.where(full[:, None], a[..., index], W @ Mb[index].T)[:, rows]  # (g, rows, p)
+            raw = a[:, rows][..., index]  # (g, rows, p)
+            rest = (a[:, rows].pow(2).sum(-1, keepdim=True) - raw**2).clamp_min(0.0).sqrt()
+            spread = (leverage * (1 - leverage)).clamp_min(0.0).sqrt()
+            terms = {
+                "raw": raw,
+                "effective": effective,
+                "own": raw * leverage,
+                "leverage": leverage.expand_as(raw),
+                "bound": rest * spread,
+                "expected": raw * (rank / sizes)[rows, None],
+            }
+            for name, value in terms.items():
+                out[name][layer, kv] = value.mean(1) if name == "leverage" else value.sum(1)
+    return PositionTerms(*(out[name].reshape(L, h, len(positions)) for name in PositionTerms._fields))

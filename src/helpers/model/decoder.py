@@ -14,7 +14,7 @@ import torch
 from transformers import AutoTokenizer
 
 from .checks import ModelLoadError
-from .loaded import LoadedModel
+from .loaded import LoadedModel, model_device
 
 DECODER_MODEL = "SmolLM2-135M-Instruct"
 
@@ -137,8 +137,7 @@ def load_decoder(
     """
     from transformers import AutoModelForCausalLM
 
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device(device)
     folder = decoder_cache_folder()
     if not (folder / "model.safetensors").is_file():
         _dequantise_decoder(folder)

@@ -1,10 +1,14 @@
-"""What every loader returns: a model and its tokenizer, by name."""
+"""What every loader returns (a model and its tokenizer, by name), and where it puts the model."""
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
+import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .checks import ModelLoadError
 
 
 class LoadedModel(NamedTuple):
@@ -12,3 +16,26 @@ class LoadedModel(NamedTuple):
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
+
+
+def model_device(device: str | torch.device | None = None) -> torch.device:
+    """Where a loader puts the model: ``device`` if given, else ``$BOOK_DEVICE``, else the CPU.
+
+    The book's committed outputs are CPU outputs, so the CPU is the default even where a GPU
+    is present; ``BOOK_DEVICE=cuda`` (or ``device="cuda"``) asks for the GPU, and every method
+    then runs on the model's device. Asking for CUDA where there is none is an error, not a
+    silent fall-back.
+    """
+    chosen = device if device is not None else (os.environ.get("BOOK_DEVICE") or "cpu")
+    try:
+        chosen = torch.device(chosen)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {chosen!r}.") from err
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(
+            f"device {str(chosen)!r} was asked for (BOOK_DEVICE or device=), but this machine has no CUDA GPU: "
+            "unset BOOK_DEVICE to run on the CPU."
+        )
+    if chosen.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {str(chosen)!r}.")
+    return chosen

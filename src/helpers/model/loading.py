@@ -18,7 +18,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokeni
 from .checks import ModelLoadError, check_supported
 from .decoder import DECODER_MODEL, load_decoder
 from .families import family_of
-from .loaded import LoadedModel
+from .loaded import LoadedModel, model_device
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -83,7 +83,7 @@ def load_model(
             ``"SmolLM2-135M-Instruct"`` for the bundled decoder;
             a local folder; or a hub name such as ``"bert-base-uncased"``.
         dtype: parameter dtype (float32 keeps the book's identities at 1e-5).
-        device: where to put the model; defaults to CUDA when available.
+        device: where to put the model: ``$BOOK_DEVICE`` if set, else the CPU (``model_device``).
 
     Returns:
         ``LoadedModel(model, tokenizer)``.
@@ -99,8 +99,7 @@ def load_model(
             attention (``checks.check_supported``). Other families load as they are; each
             method says, when called, whether it applies to them.
     """
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = model_device(device)
     if name is not None and not isinstance(name, (str, Path)):
         raise TypeError(f"name must be None, a hub name or a folder (str or Path); got {type(name).__name__}.")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
