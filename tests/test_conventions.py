@@ -90,3 +90,13 @@ def test_probe_tables(model, tokenizer, pairs):
         helpers.drivers.identifiability.neighbour_rates(train, test, offsets=(-1, 0, 1), progress=False),
         "neighbour_rates",
     )
+
+
+def test_finetuning_tables(model, tokenizer, pairs):
+    finetuning = helpers.drivers.finetuning
+    table = finetuning.sink_attention_by_example(model, tokenizer, pairs[:3])
+    check_numbering(table, "sink_attention_by_example", per_head=False)
+    check_numbering(finetuning.sink_removed_by_layer(table), "sink_removed_by_layer", per_head=False)
+    check_numbering(
+        finetuning.naive_identifiability_by_example(model, tokenizer, pairs[:3]), "naive_identifiability_by_example"
+    )

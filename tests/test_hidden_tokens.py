@@ -118,3 +118,11 @@ def test_mismatched_fields_are_rejected():
             torch.zeros(5, dtype=torch.long),
             torch.zeros(5, dtype=torch.long),
         )
+
+
+def test_input_parts_read_by_field_and_by_name():
+    word, position = torch.randn(5, 3), torch.randn(5, 3)
+    parts = helpers.methods.hidden_tokens.InputParts(word=word, position=position)
+    assert parts["word"] is parts.word is word and parts["position"] is position
+    with pytest.raises(KeyError, match="the parts are"):
+        parts["segment"]

@@ -417,6 +417,7 @@ def test_input_parts_add_up_to_x_and_position_alone_identifies_at_hidden_state_0
     ]
     tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, texts, progress=False)
     parts = helpers.drivers.identifiability.input_parts(tiny_model, tokens)
+    assert isinstance(parts, helpers.methods.hidden_tokens.InputParts)
     assert torch.allclose(parts["word"] + parts["position"], tokens.x, atol=1e-6)
     word_table = tiny_model.embeddings.word_embeddings.weight.detach()
     assert torch.equal(parts["word"], word_table[tokens.input_ids])

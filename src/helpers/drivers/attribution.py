@@ -326,8 +326,6 @@ def cls_sources_by_example(results: Sequence[Attribution]) -> pd.DataFrame:
     ``separators`` (the two [SEP]), ``sentence_1``, ``sentence_2`` and
     ``sentences`` (every token of the two sentences, neighbours included).
     """
-    import pandas as pd
-
     if not results:
         raise ValueError("No results to tabulate.")
     rows = []

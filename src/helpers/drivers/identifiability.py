@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from transformers import PreTrainedModel
 
-from ..methods.hidden_tokens import HiddenTokens, Text
+from ..methods.hidden_tokens import HiddenTokens, InputParts, Text
 from ..methods.linearised_decoder import DECODER_FAMILIES
 from ..methods.probes import (
     COMBINATIONS,
@@ -397,13 +397,13 @@ def naive_identifiability_table(
     return pd.DataFrame({"hidden_state": range(tokens.num_layers + 1), "rate": rates})
 
 
-def input_parts(model: PreTrainedModel, tokens: HiddenTokens) -> dict[str, torch.Tensor]:
-    """x = word + (position + segment) of an encoder: ``{"word": (N, d), "position": (N, d)}`` (x less the word)."""
+def input_parts(model: PreTrainedModel, tokens: HiddenTokens) -> InputParts:
+    """x = word + (position + segment) of an encoder: the word-piece embeddings and x less them, each (N, d)."""
     embeddings = getattr(getattr(model, "embeddings", None), "word_embeddings", None)
     if embeddings is None or model.config.model_type in DECODER_FAMILIES:
         raise ValueError("input_parts needs an encoder whose x is word + position + segment (a BERT model).")
     word = embeddings.weight.detach().float().cpu()[tokens.input_ids]
-    return {"word": word, "position": tokens.x - word}
+    return InputParts(word=word, position=tokens.x - word)
 
 
 def with_targets(tokens: HiddenTokens, targets: torch.Tensor) -> HiddenTokens:

@@ -83,3 +83,20 @@ class HiddenTokens:
             position=self.position[keep],
             input_ids=self.input_ids[keep],
         )
+
+
+@dataclass(frozen=True)
+class InputParts:
+    """An encoder's input tokens split as x = word + position, each (N, d).
+
+    ``word`` is the word-piece embedding; ``position`` the position + segment
+    embeddings (x less the word). ``parts["word"]`` reads a part by name.
+    """
+
+    word: torch.Tensor
+    position: torch.Tensor
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in ("word", "position"):
+            raise KeyError(f"no input part {name!r}; the parts are 'word' and 'position'.")
+        return getattr(self, name)
