@@ -457,3 +457,23 @@ def test_unique_pieces_and_piece_chance_by_brute_force():
     with pytest.raises(ValueError, match="offset 0"):
         shifted = helpers.methods.probes.fit_token_map(tokens, SHIFTED, "linear", "l2", offset=1)
         helpers.drivers.identifiability.identified(shifted, tokens)
+
+
+def test_a_feature_constant_in_training_does_not_blow_up_elsewhere():
+    # a channel that is constant (to float noise) at one hidden state must not get a weight of 1 / std
+    # there: applied to another hidden state, where it varies, the map would predict garbage
+    generator = torch.Generator().manual_seed(0)
+    targets = torch.randn(400, 16, generator=generator, dtype=torch.float64)
+    hidden = torch.cat(
+        [
+            targets @ torch.randn(16, 16, generator=generator, dtype=torch.float64),
+            torch.full((400, 1), 3.0, dtype=torch.float64),
+        ],
+        dim=1,
+    )
+    hidden[:, -1] += 1e-30 * torch.randn(400, generator=generator, dtype=torch.float64)
+    fitted = helpers.methods.probes.fit_map(hidden.float(), targets.float(), "linear", "l2")
+    elsewhere = hidden.clone()
+    elsewhere[:, -1] = torch.randn(400, generator=generator, dtype=torch.float64)  # varies here
+    moved = (fitted(elsewhere.float()) - fitted(hidden.float())).abs().max()
+    assert moved < 1.0, f"a feature constant in training moved the prediction by {float(moved):.3g}"
