@@ -24,8 +24,8 @@ fall on (``side="above"`` or ``"below"``). Its verdict comes from the interval:
 
 * the interval clears the control (and an optional ``threshold`` from the paper,
   never from the figure) on the predicted side: **reproduced** (a finding:
-  **holds**); with ``size=(published, tolerance)`` and a figure outside that
-  tolerance of the published one, **in direction only**;
+  **holds**); with ``size=(published, tolerance)`` and a published figure
+  outside the interval widened by the tolerance, **in direction only**;
 * otherwise **not reproduced** (**does not hold**); "reversed" is added when
   the interval clears the control on the other side;
 * :meth:`Claims.not_testable` records a claim the model or data cannot test, with the reason.
@@ -270,7 +270,9 @@ class Claims:
             value, tolerance = (_as_number(x, id, "size") for x in size)
             if tolerance < 0:
                 raise ValueError(f"claim {id!r}: the size tolerance must be >= 0, got {tolerance}")
-            agrees = abs(estimate.value - value) <= tolerance
+            # the published figure within the interval widened by the tolerance: a size that one
+            # run's noise moves by a hair cannot flip the verdict
+            agrees = estimate.low - tolerance <= value <= estimate.high + tolerance
             tolerance_text = f"±{format(tolerance, fmt)} of {format(value, fmt)}"
             published = published or format(value, fmt)
         if kind == "paper":
