@@ -36,6 +36,8 @@ NOT_MODEL_FUNCTIONS = {
     "residual_text",
     "numerical_rank",
     "Claims",
+    "Control",
+    "bootstrap",
     "Internals",
 }
 

@@ -71,7 +71,9 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
     for c in records:
         for key in ("kind", "verdict"):
             if key not in c:
-                raise ValueError(f"claim record {c.get('id')!r} has no {key}: it predates the three kinds; rerun its chapter")
+                raise ValueError(
+                    f"claim record {c.get('id')!r} has no {key}: it predates the three kinds; rerun its chapter"
+                )
         rows.append(
             {
                 "id": c["id"],
