@@ -54,10 +54,12 @@ RAW_TEX = re.compile(
 UNRENDERED = re.compile(
     r"\{(?:glue|cite|numref|ref|doc|py|eq|term)[:}]|\*\*[^*\n]{1,80}\*\*|(?<![\w$])\$[^$\s][^$]*\$(?!\w)|```"
 )
-# Python reprs a reader should never see: booleans, tensors, arrays, dicts, lists of numbers.
+# Python reprs a reader should never see: booleans, tensors, arrays, dicts, lists of numbers (an index, T_h[0], is not one).
 PYTHON_REPR = re.compile(
-    r"(?<![\w-])(?:True|False)(?![\w-])|\btensor\(|\barray\(|\bnp\.\w+\(|\{'\w+': |\[(?!(?:19|20)\d\d[a-z]?\])-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*\]"
+    r"(?<![\w-])(?:True|False)(?![\w-])|\btensor\(|\barray\(|\bnp\.\w+\(|\{'\w+': |(?<![\w\]])\[(?!(?:19|20)\d\d[a-z]?\])-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*\]"
 )
+# The book's interval notation, an estimate and its 95% interval ("0.63 [0.58, 0.68]"): not a list repr.
+INTERVAL = re.compile(r"-?\d+(?:\.\d+)?\s+\[-?\d+(?:\.\d+)?, -?\d+(?:\.\d+)?\]")
 FIGURE_DPI = 110  # helpers.book.plots.style: savefig.dpi
 MIN_FIGURE_SCALE = 9 / (10 * FIGURE_DPI / 72)  # 10-pt text at FIGURE_DPI, shown at 9 px or more
 EXERCISE = re.compile(r"\bExercise (\d+|\?+)\.?(\d+)?")
@@ -104,6 +106,10 @@ def test_reader_patterns():
     assert not text_problems("as Brunner et al. [2020] show", [], "book/intro.html")
     assert "'Exercise 25'" in joined and "'Exercise 4.1'" not in joined
     assert not text_problems("A sentence with 0.75, [CLS] and a-True-ish word.", ["0.75  0.80"], "book/intro.html")
+    intervals = "Here -0.26 [-0.27, -0.25] over 115 sequences;\n      2.63 [2.48, 2.81]"
+    assert not text_problems(intervals, ["1\t2.63 [2.48, 2.81]\t1.22 [1.19, 1.46]"], "book/report.html")
+    assert text_problems("a list [2.48, 2.81] alone", ["values: [1, 2, 3]"], "book/report.html")
+    assert not text_problems("the sink's row ||T_h[0]|| and x[3]", [], "book/09_decoder_llm.html")  # indexing
     assert 0.58 < MIN_FIGURE_SCALE < 0.6
 
 
@@ -266,6 +272,7 @@ def text_problems(text: str, outputs: list[str], page_path: str) -> list[str]:
     # the API page's docstrings speak of True, False and lists as values: only the chapters are read for reprs
     reprs = [] if page_path == "book/api.html" else [("prose", text)] + [("output", o) for o in outputs]
     for where, part in reprs:
+        part = INTERVAL.sub(lambda m: "#" * len(m.group(0)), part)  # same length: the excerpts stay in place
         for match in list(PYTHON_REPR.finditer(part))[:3]:
             problems.append(
                 f"Python repr in the {where}: ...{part[max(0, match.start() - 40) : match.end() + 30]!r}..."
