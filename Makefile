@@ -1,4 +1,4 @@
-# make test | make check NB=... | make lint | make book | make bench | make notebooks
+# make test | make check NB=... | make lint | make book | make bench | make notebooks | make colab
 # Each target creates .venv and installs the pinned environment on first use.
 PYTHON ?= python3
 VENV := .venv
@@ -15,7 +15,7 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS
 # --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
 PYTEST_PARALLEL := -n 2 --durations=12
 
-.PHONY: test check lint book bench notebooks clean browser
+.PHONY: test check lint book bench notebooks clean browser colab
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,5 +67,17 @@ notebooks: $(STAMP)
 	@for nb in $(NOTEBOOKS); do \
 		echo "== $$nb"; $(VENV)/bin/jupyter execute --inplace $$nb || exit 1; done
 
+# The Colab edition of every notebook (colab/book/*.ipynb), written from the committed notebooks: run it after
+# changing or re-executing one (tests/test_colab_edition.py fails while an edition differs).
+colab: $(STAMP)
+	$(PY) -m helpers.book.colab
+
 clean:
 	rm -rf _build
+
+# The Colab-like check (tests/colab_check.py): each Colab edition (or NB=colab/book/01_...ipynb) run alone in a
+# simulated fresh Colab runtime (Python 3.12, Colab's packages, the install pointed at this checkout); exits 1 on
+# an error, a pip conflict line or MyST markup left. The first run makes the simulated Colab with COLAB_PYTHON.
+.PHONY: colab-check
+colab-check: $(STAMP)
+	$(PY) tests/colab_check.py $(NB)

@@ -23,6 +23,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "helpers"
@@ -128,3 +130,56 @@ def test_wheel_works_in_a_fresh_environment(dist, tmp_path):
     assert not installed.is_relative_to(REPO)
     assert report["layers"] > 0
     assert report["pairs"] > 0 and report["passages"] > 0
+
+
+# Colab: the helpers install beside Colab's preinstalled packages ([tool.book.colab] in pyproject.toml).
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def _requirements(specs: list[str]) -> dict[str, Requirement]:
+    return {canonicalize_name(Requirement(s).name): Requirement(s) for s in specs}
+
+
+def _pinned_version(requirement: Requirement) -> str | None:
+    """The version an ``==`` pin names (``==3.10.*`` -> ``3.10``); None for an unpinned name."""
+    pins = [s.version.removesuffix(".*") for s in requirement.specifier if s.operator == "=="]
+    return pins[0] if pins else None
+
+
+def test_dependencies_accept_colabs_packages_unless_the_colab_install_upgrades_them():
+    """Colab's pip must change only what the setup cell names: each dependency accepts the version Colab ships
+    (the stack `make colab-check` simulates), or the Colab install upgrades that package on purpose."""
+    pyproject = _pyproject()
+    colab = pyproject["tool"]["book"]["colab"]
+    stack = _requirements(colab["stack"])
+    upgraded = set(_requirements(colab["install"]))
+    rejected = []
+    for name, requirement in _requirements(pyproject["project"]["dependencies"]).items():
+        assert name in stack, f"{name} is a dependency but not in [tool.book.colab] stack: what does Colab ship?"
+        version = _pinned_version(stack[name])
+        if name not in upgraded and version is not None and not requirement.specifier.contains(version):
+            rejected.append(f"{requirement} rejects Colab's {name} {version}")
+    assert rejected == [], "pip would replace Colab's packages: lower the floor or add them to the Colab install"
+
+
+def test_the_colab_install_upgrades_colab_packages_to_the_tested_transformers():
+    """The Colab install names only packages Colab ships (what it changes, the setup cell reports), with an upper
+    bound each, and transformers pinned to the release requirements.txt tests."""
+    colab = _pyproject()["tool"]["book"]["colab"]
+    stack = _requirements(colab["stack"])
+    install = _requirements(colab["install"])
+    assert set(install) <= set(stack), "the Colab install names a package that Colab does not ship"
+    assert all(any(s.operator in ("<", "==") for s in r.specifier) for r in install.values()), install
+    pins = _requirements(
+        [line for line in (REPO / "requirements.txt").read_text().splitlines() if line and line[0] != "#"]
+    )
+    assert "transformers" in install, "Colab ships transformers 4, the helpers need 5: the install must upgrade it"
+    assert install["transformers"].specifier == pins["transformers"].specifier
+    # Colab's sentence-transformers and gradio pin these: the install must keep them working
+    assert not install["huggingface-hub"].specifier.contains("2.0")
+    assert not install["sentence-transformers"].specifier.contains(_pinned_version(stack["sentence-transformers"]))

@@ -15,7 +15,7 @@ page that needs the network fails. Each page fails on
 * an exercise solution that shows before its toggle is clicked, or stays hidden after;
 * a code cell tagged ``hide-input`` whose input shows before it is opened;
 * an interactive widget (it needs a kernel) without a loaded static figure in its own or the next cell;
-* on a notebook page, a missing Colab launch button, or one that opens another notebook;
+* on a notebook page, a missing Colab launch button, or one that opens another notebook than the page's Colab edition;
 * an unrendered role or markup in the text (``{glue``, ``{cite``, ``{numref``, ``**``, a raw ``$...$``);
 * a Python repr where a reader looks, in the prose, a table or a printed output (``True``,
   ``False``, ``tensor(``, ``array(``, a dict or a bracketed list of numbers);
@@ -161,22 +161,27 @@ def _config() -> dict:
 
 
 def expected_colab_url(page: str) -> str | None:
-    """The Colab URL of the page's own notebook, or None when the page is not built from a notebook."""
+    """The Colab URL of the page's own Colab edition (colab/book/<page>.ipynb, which must exist),
+    or None when the page is not built from a notebook."""
+    from helpers.book.colab import edition_path
+
     notebook = Path(page).with_suffix(".ipynb")
     if not (ROOT / notebook).exists():
         return None
+    edition = edition_path(ROOT, ROOT / notebook)
+    assert edition.exists(), f"{page} has no Colab edition {edition.relative_to(ROOT)}: run `make colab`"
     config = _config()
     repository = config["repository"]["url"].rstrip("/").removeprefix("https://github.com/")
     branch = config["repository"].get("branch", "main")
     colab = config["launch_buttons"]["colab_url"].rstrip("/")
-    return f"{colab}/github/{repository}/blob/{branch}/{notebook.as_posix()}"
+    return f"{colab}/github/{repository}/blob/{branch}/{edition.relative_to(ROOT).as_posix()}"
 
 
-def test_expected_colab_url_points_at_the_notebook():
+def test_expected_colab_url_points_at_the_edition():
     page = "book/01_anatomy_of_a_head.html"
     if not (ROOT / "book/01_anatomy_of_a_head.ipynb").exists():
         pytest.skip("chapter 1 is not in this checkout")
-    assert expected_colab_url(page).endswith("/blob/main/book/01_anatomy_of_a_head.ipynb")
+    assert expected_colab_url(page).endswith("/blob/main/colab/book/01_anatomy_of_a_head.ipynb")
     assert expected_colab_url("book/intro.html") is None
 
 
@@ -187,6 +192,16 @@ _VISIBLE_TEXT_JS = """() => {
        .forEach(e => e.remove());
   return clone.textContent;
 }"""
+
+# The prose a reader reads: paragraphs, list items, headings and captions outside code and outputs.
+_PROSE_TEXT_JS = """() => [...document.querySelectorAll('main p, main li, main h1, main h2, main h3, main figcaption')]
+  .filter(e => !e.closest('.cell_output, .highlight, pre, table, nav, .bd-toc, dl.py, .toctree-wrapper'))
+  .map(e => {
+    const clone = e.cloneNode(true);
+    clone.querySelectorAll('mjx-assistive-mml, .headerlink').forEach(m => m.remove());
+    clone.querySelectorAll('mjx-container, .MathJax').forEach(m => m.replaceWith('⟨math⟩'));
+    return clone.textContent.replace(/\\s+/g, ' ').trim();
+  })"""
 
 _BROKEN_IMAGES_JS = """async () => {
   const imgs = [...document.images];
@@ -256,6 +271,38 @@ _BEFORE_VERDICT_JS = """() => {
   }
   return bad;
 }"""
+
+
+# Link texts and citations that do not read as English: a doubled word ("the The", "block block"),
+# a name followed by itself in parentheses, a citation that repeats its authors, a possessive on a plural title.
+DOUBLED_WORD = re.compile(r"\b([A-Za-z][A-Za-z'-]+) \1\b|\b[Tt]he [Tt]he\b")
+DOUBLED_NAME = re.compile(r"\b([A-Z][\w-]*(?: [\w-]+){0,6}) \(\1\)")
+DOUBLED_CITATION = re.compile(r"\b([A-Z][\w-]+ (?:et al\.|and [A-Z][\w-]+|& [A-Z][\w-]+)) [\[(]\1")
+PLURAL_POSSESSIVE = re.compile(r"\b\w+(?<![us])s['’]s\b")  # "spaces's", not "corpus's"
+
+
+def stutter_problems(paragraphs: list[str]) -> list[str]:
+    """Doubled words, names and citations, and "spaces's", in the prose (not in code or outputs)."""
+    problems = []
+    for text in paragraphs:
+        for pattern in (DOUBLED_WORD, DOUBLED_NAME, DOUBLED_CITATION, PLURAL_POSSESSIVE):
+            for match in pattern.finditer(text):
+                problems.append(f"stutter in the prose: ...{text[max(0, match.start() - 40) : match.end() + 30]!r}...")
+    return problems
+
+
+def test_stutter_patterns():
+    bad = [
+        "documented on the The helpers, floor by floor page.",
+        "naive identifiability and Hidden Token Attribution (Hidden Token Attribution).",
+        "as Brunner et al. [Brunner et al., 2020] show",
+        "is Simplex-constrained null spaces’s question.",
+        "With 105 tokens (passage passage-029) and",
+    ]
+    assert [len(stutter_problems([line])) for line in bad] == [1, 1, 1, 1, 1]
+    good = "Brunner et al. [2020] show that the head (the layer's part) sees A T; that is, BERT's heads."
+    assert not stutter_problems([good, "Hidden Token Attribution (HTA) and chapter 6.", "the corpus’s pairs"])
+    assert not stutter_problems(["the head of this chapter (layer LAYER, head HEAD)"])
 
 
 def chapter_number(page_path: str) -> int | None:
@@ -360,6 +407,7 @@ def test_page(browser, server, page_path):
         for match in list(RAW_TEX.finditer(text))[:5]:
             problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
         problems += text_problems(text, page.evaluate(_OUTPUT_TEXT_JS), page_path)
+        problems += stutter_problems(page.evaluate(_PROSE_TEXT_JS))
         for figure in page.evaluate(_FIGURE_SCALES_JS):
             scale = figure["shown"] / figure["natural"]
             if scale < MIN_FIGURE_SCALE:

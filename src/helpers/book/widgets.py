@@ -62,6 +62,7 @@ class NullSpaceExplorer:
         check_not_causal(A, "the null-space explorer")
         if tokens is not None and len(tokens) != A.shape[0]:
             raise ValueError(f"{len(tokens)} tokens for an attention matrix of {A.shape[0]} rows.")
+        A, T = A.detach().cpu(), T.detach().cpu()  # a widget on the CPU: its LPs and drawing run there anyway
         N = simplex_null_space(T, rtol)
         if N.shape[1] == 0:
             raise ValueError(
@@ -75,7 +76,7 @@ class NullSpaceExplorer:
                     f"directions must be (k, n, n) with k from 1 to 4 and n = {A.shape[0]}; "
                     f"got {tuple(directions.shape)}."
                 )
-            D = directions.double()
+            D = directions.detach().cpu().double()
             leak = float((D - null_projection(D, N)).abs().max() / D.abs().max().clamp_min(1e-300))
             if not torch.isfinite(D).all() or leak > 1e-6:
                 raise ValueError(

@@ -74,8 +74,8 @@ def self_contribution_table(results: Sequence[Attribution], classes: Sequence[Se
         raise ValueError(f"Got {len(results)} results but {len(classes)} class lists.")
     frames = []
     for index, attribution in enumerate(results):
-        own = self_contribution(attribution).double().numpy()
-        largest = own_input_is_largest(attribution).numpy()
+        own = self_contribution(attribution).double().cpu().numpy()
+        largest = own_input_is_largest(attribution).cpu().numpy()
         L, n = own.shape
         frame = pd.DataFrame(
             {
@@ -134,8 +134,8 @@ def distance_table(results: Sequence[Attribution], bins: Sequence[tuple[int, int
         totals = summed if totals is None else totals + summed
         pairs = counted if pairs is None else pairs + counted
         tokens += attribution.n
-    mean = (totals / tokens).numpy()
-    per_token = (totals / pairs.clamp_min(1)).numpy()
+    mean = (totals / tokens).cpu().numpy()
+    per_token = (totals / pairs.clamp_min(1)).cpu().numpy()
     rows = []
     for k, layer in enumerate(results[0].layer_numbers):
         for g, label in enumerate(labels):
@@ -224,8 +224,8 @@ def distance_by_example(results: Sequence[Attribution], bins: Sequence[tuple[int
     rows = []
     for example, attribution in enumerate(results):
         labels, groups = distance_groups(attribution, bins)
-        totals = groups.sum(dim=1).double().numpy()  # (L', G)
-        pairs = distance_masks(attribution.n, bins)[1].sum(dim=(0, 1)).numpy()  # (G,)
+        totals = groups.sum(dim=1).double().cpu().numpy()  # (L', G)
+        pairs = distance_masks(attribution.n, bins)[1].sum(dim=(0, 1)).cpu().numpy()  # (G,)
         for k, layer in enumerate(attribution.layer_numbers):
             for g, label in enumerate(labels):
                 rows.append(
@@ -341,7 +341,7 @@ def cls_sources_by_example(results: Sequence[Attribution]) -> pd.DataFrame:
             "sentence_2": row[:, sep + 1 : last],
             "sentences": torch.cat([row[:, 1:sep], row[:, sep + 1 : last]], dim=-1),
         }
-        means = {name: part.mean(-1).numpy() for name, part in parts.items()}
+        means = {name: part.mean(-1).cpu().numpy() for name, part in parts.items()}
         for k, layer in enumerate(attribution.layer_numbers):
             rows.append({"example": example, "layer": layer, **{name: float(v[k]) for name, v in means.items()}})
     return pd.DataFrame(rows)

@@ -80,12 +80,12 @@ def sink_sweep(
                     "kv_head": [j // internals.groups + 1 for _ in range(L) for j in range(h)],
                     "n": internals.n,
                     "rows": internals.n - first,
-                    "raw": raw.flatten().double().numpy(),
-                    "effective": effective.flatten().double().numpy(),
-                    "own": drain.own.flatten().double().numpy(),
-                    "leverage": drain.leverage.flatten().double().numpy(),
-                    "sink_score": sink_scores(internals.A, position).flatten().double().numpy(),
-                    "value_norm_ratio": ratio.flatten().double().numpy(),
+                    "raw": raw.flatten().double().cpu().numpy(),
+                    "effective": effective.flatten().double().cpu().numpy(),
+                    "own": drain.own.flatten().double().cpu().numpy(),
+                    "leverage": drain.leverage.flatten().double().cpu().numpy(),
+                    "sink_score": sink_scores(internals.A, position).flatten().double().cpu().numpy(),
+                    "value_norm_ratio": ratio.flatten().double().cpu().numpy(),
                 }
             )
         )
@@ -167,14 +167,14 @@ def sink_profile(
             {
                 "example": index,
                 **_head_columns(L, h),
-                "sink_score": scores.flatten().double().numpy(),
-                "value_norm_ratio": ratio.flatten().double().numpy(),
+                "sink_score": scores.flatten().double().cpu().numpy(),
+                "value_norm_ratio": ratio.flatten().double().cpu().numpy(),
             }
         )
         if control_position is not None:
-            frame["control_score"] = sink_scores(internals.A, control_position).flatten().double().numpy()
+            frame["control_score"] = sink_scores(internals.A, control_position).flatten().double().cpu().numpy()
             control_ratio = value_norm_ratio(internals.T, control_position)
-            frame["control_value_norm_ratio"] = control_ratio.flatten().double().numpy()
+            frame["control_value_norm_ratio"] = control_ratio.flatten().double().cpu().numpy()
         heads.append(frame)
         largest = largest_activations(internals.hidden_states)
         others = torch.cat([largest.largest[:, :position], largest.largest[:, position + 1 :]], dim=1)
@@ -183,10 +183,10 @@ def sink_profile(
                 {
                     "example": index,
                     "layer": range(internals.num_layers + 1),
-                    "at_position": largest.largest[:, position].double().numpy(),
-                    "elsewhere": others.max(dim=1).values.double().numpy(),
-                    "median": largest.median.double().numpy(),
-                    "channel": largest.dimension[:, position].numpy(),
+                    "at_position": largest.largest[:, position].double().cpu().numpy(),
+                    "elsewhere": others.max(dim=1).values.double().cpu().numpy(),
+                    "median": largest.median.double().cpu().numpy(),
+                    "channel": largest.dimension[:, position].cpu().numpy(),
                 }
             )
         )
@@ -240,9 +240,9 @@ def sink_positions(
                     "rows": internals.n - first,
                     "position": k,
                     "role": role,
-                    **{name: getattr(terms, name)[..., p].flatten().double().numpy() for name in terms._fields},
-                    "sink_score": sink_scores(internals.A, k).flatten().double().numpy(),
-                    "value_norm_ratio": value_norm_ratio(internals.T, k).flatten().double().numpy(),
+                    **{name: getattr(terms, name)[..., p].flatten().double().cpu().numpy() for name in terms._fields},
+                    "sink_score": sink_scores(internals.A, k).flatten().double().cpu().numpy(),
+                    "value_norm_ratio": value_norm_ratio(internals.T, k).flatten().double().cpu().numpy(),
                 }
             )
             frames.append(frame)

@@ -79,7 +79,7 @@ def effective_attention_sweep(
         for name, mask in masks.items():
             columns[f"raw_{name}"] = attention_to(A, mask)
             columns[f"effective_{name}"] = attention_to(split.effective, mask)
-            weights = mask.to(torch.float64)
+            weights = mask.to(diagonal.device, torch.float64)
             columns[f"own_{name}"] = (A.double() @ (diagonal * weights)[..., None]).squeeze(-1).mean(dim=-1)
             columns[f"leverage_{name}"] = (diagonal * weights).sum(-1) / weights.sum()
             columns[f"leverage_rest_{name}"] = (diagonal * (1 - weights)).sum(-1) / (1 - weights).sum()
@@ -126,7 +126,7 @@ def nearest_distributions(A: torch.Tensor, T: torch.Tensor, rows: Sequence[int] 
     if A.dim() != 3 or T.dim() != 3 or A.shape[0] != T.shape[0]:
         raise ValueError(f"A must be (h, n, n) and T (h, n, d) for one layer; got {tuple(A.shape)}, {tuple(T.shape)}.")
     rows = list(range(A.shape[-1])) if rows is None else list(rows)
-    index = torch.tensor(rows, dtype=torch.long)
+    index = torch.tensor(rows, dtype=torch.long, device=A.device)
     table, matrices = {}, []
     for h in range(A.shape[0]):
         A_h = A[h].double()

@@ -272,7 +272,7 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
         encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
         internals = capture(model, encoding)
         sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-        mask = torch.zeros(internals.n, dtype=torch.bool)
+        mask = torch.zeros(internals.n, dtype=torch.bool, device=internals.A.device)
         mask[sink] = True
         split = effective_attention_of(internals)
         raw.append(attention_to(internals.A, mask).mean(dim=-1))  # (L,)
@@ -283,8 +283,8 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
     return pd.DataFrame(
         {
             "layer": [layer_number(i) for i in range(len(raw_mean))],
-            "raw": raw_mean.double().numpy(),
-            "effective": effective_mean.double().numpy(),
+            "raw": raw_mean.double().cpu().numpy(),
+            "effective": effective_mean.double().cpu().numpy(),
             "sink": common,
             "sink_share": sinks.count(common) / len(sinks),
         }
@@ -312,7 +312,7 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
             raise ValueError("sink_attention_by_example needs a bidirectional encoder; got a causal model.")
         n = internals.n
         sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-        mask = torch.zeros(n, dtype=torch.bool)
+        mask = torch.zeros(n, dtype=torch.bool, device=internals.A.device)
         mask[sink] = True
         split, rank = effective_attention_and_rank(internals.A, None, internals.V, internals.H, DEFAULT_RTOL)
         raw = attention_to(internals.A, mask)  # (L, h)
@@ -322,10 +322,10 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
                     "example": index,
                     "n": n,
                     "layer": [layer_number(i) for i in range(raw.shape[0])],
-                    "raw": raw.mean(-1).numpy(),
-                    "effective": attention_to(split.effective, mask).mean(-1).numpy(),
-                    "random_effective": (raw * rank.double() / n).mean(-1).numpy(),
-                    "rank": rank.max(-1).values.numpy(),
+                    "raw": raw.mean(-1).cpu().numpy(),
+                    "effective": attention_to(split.effective, mask).mean(-1).cpu().numpy(),
+                    "random_effective": (raw * rank.double() / n).mean(-1).cpu().numpy(),
+                    "rank": rank.max(-1).values.cpu().numpy(),
                     "sink": tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])),
                 }
             )
@@ -351,7 +351,9 @@ def naive_identifiability_by_example(
         nearest = nearest_in_sequence(tokens.hidden[state], tokens.sequence, tokens.x, tokens.sequence, distance)
         hits = torch.bincount(sequences, weights=(nearest == own).double(), minlength=len(examples))
         rows.append(
-            pd.DataFrame({"example": range(len(examples)), "hidden_state": state, "rate": (hits / counts).numpy()})
+            pd.DataFrame(
+                {"example": range(len(examples)), "hidden_state": state, "rate": (hits / counts).cpu().numpy()}
+            )
         )
     return pd.concat(rows, ignore_index=True)
 

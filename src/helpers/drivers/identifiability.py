@@ -295,7 +295,7 @@ def fraction_curve(
                 "sequences": len(subset.sequence_ids),
                 "tokens": len(subset),
                 "rate": hits.float().mean().item(),
-                "identified": hits.numpy(),  # per test token, for intervals over sequences
+                "identified": hits.cpu().numpy(),  # per test token, for intervals over sequences
             }
         )
     return pd.DataFrame(rows)
@@ -375,9 +375,9 @@ def neighbour_rates(
             query_sequence = test.sequence[test_rows].repeat(len(offsets))
             nearest = nearest_in_sequence(predicted, query_sequence, test.x, test.sequence, loss)
             hits = nearest.view(len(offsets), -1) == torch.stack([test_targets[k] for k in offsets])
-        group = test.sequence[test_rows].numpy()
+        group = test.sequence[test_rows].cpu().numpy()
         rows += [{"hidden_state": state, "offset": k, "rate": hits[i].float().mean().item(),
-                  "identified": hits[i].numpy(), "sequence": group} for i, k in enumerate(offsets)]  # fmt: skip
+                  "identified": hits[i].cpu().numpy(), "sequence": group} for i, k in enumerate(offsets)]  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -292,14 +292,16 @@ class SeparatorPositions(NamedTuple):
     last: int
 
 
-def distance_masks(n: int, bins: Sequence[tuple[int, int | None]]) -> Labelled:
-    """Labels and (n, n, 1 + 2 len(bins)) indicators of (i, j) in each distance group."""
+def distance_masks(
+    n: int, bins: Sequence[tuple[int, int | None]], device: torch.device | str | None = None
+) -> Labelled:
+    """Labels and (n, n, 1 + 2 len(bins)) indicators of (i, j) in each distance group, on ``device`` (default: CPU)."""
     if not bins:
         raise ValueError("bins is empty.")
     for low, high in bins:
         if low < 1 or (high is not None and high < low):
             raise ValueError(f"Each bin is (low, high) with 1 <= low <= high; got {(low, high)}.")
-    offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # offset[i, j] = j - i
+    offset = torch.arange(n, device=device)[None, :] - torch.arange(n, device=device)[:, None]  # offset[i, j] = j - i
     distance = offset.abs()
     masks, labels = [offset == 0], ["self"]
     for side, sign in (("left", -1), ("right", 1)):
@@ -322,10 +324,9 @@ def distance_groups(attribution: Attribution, bins: Sequence[tuple[int, int | No
         labels ``["self", "left 1-5", ..., "right 1-5", ...]`` and
         ``groups: (len(layer_numbers), n, 1 + 2 len(bins))``; an empty group contributes 0.
     """
-    labels, masks = distance_masks(attribution.n, bins)
-    return Labelled(
-        labels, torch.einsum("lij,ijg->lig", attribution.contributions, masks.to(attribution.contributions.dtype))
-    )
+    c = attribution.contributions
+    labels, masks = distance_masks(attribution.n, bins, device=c.device)
+    return Labelled(labels, torch.einsum("lij,ijg->lig", c, masks.to(c.dtype)))
 
 
 def pair_positions(attribution: Attribution) -> SeparatorPositions:
@@ -365,10 +366,11 @@ def cls_around_separator(attribution: Attribution, window: int = 3) -> Labelled:
         raise ValueError(f"window must be >= 0; got {window}.")
     sep, _ = pair_positions(attribution)
     offsets = list(range(-window, window + 1))
-    out = torch.full((len(attribution.layer_numbers), len(offsets)), float("nan"))
+    row = attribution.contributions[:, 0]  # (L', n)
+    out = torch.full((len(attribution.layer_numbers), len(offsets)), float("nan"), device=row.device)
     for column, offset in enumerate(offsets):
         if 0 <= sep + offset < attribution.n:
-            out[:, column] = attribution.contributions[:, 0, sep + offset]
+            out[:, column] = row[:, sep + offset]
     return Labelled(offsets, out)
 
 

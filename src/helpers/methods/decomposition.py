@@ -75,7 +75,8 @@ def decompose_layer(
     n = E.shape[0]
     attention = torch.einsum("hij,hjd->ijd", A, internals.T[index])  # (n, n, d)
     z = attention.clone()
-    z[torch.arange(n), torch.arange(n)] += E
+    diagonal = torch.arange(n, device=z.device)
+    z[diagonal, diagonal] += E
     r = internals.attention_output[index] + E  # LN1's real input
     scale_1, beta_1 = _layer_norm_parts(block.attention.output.LayerNorm, r)
     ln1 = _centre(z) * scale_1[:, None, :]

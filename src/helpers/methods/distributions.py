@@ -42,8 +42,8 @@ def simplex_effective_attention(A: torch.Tensor, T: torch.Tensor, rtol: float = 
     A's null part was needed to keep the weights non-negative.
     """
     check_attention_and_values(A, T)
-    Q = torch.from_numpy(constraint_basis(T, rtol))
-    return A.double().cpu() @ Q @ Q.T
+    Q = torch.from_numpy(constraint_basis(T, rtol))  # cpu: the basis is computed in float64 on the CPU
+    return (A.double().cpu() @ Q @ Q.T).to(A.device)
 
 
 class ClosestDistribution(NamedTuple):
@@ -108,4 +108,4 @@ def closest_distribution(
             raise RuntimeError(f"HiGHS failed on row {i}: {result.message}")
         points[k] = result.x[:n].clip(min=0)
         distance[k] = np.abs(points[k] - t[i]).sum()
-    return ClosestDistribution(torch.from_numpy(points), torch.from_numpy(distance))
+    return ClosestDistribution(torch.from_numpy(points).to(A.device), torch.from_numpy(distance).to(A.device))

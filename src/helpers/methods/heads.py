@@ -9,7 +9,7 @@ with the head labels shuffled independently in every sequence and layer
 
 ::
 
-    shares = np.stack([head_shares(capture(model, e)).numpy() for e in encodings])  # (m, L, h)
+    shares = np.stack([head_shares(capture(model, e)).cpu().numpy() for e in encodings])  # (m, L, h)
     share_ratio(shares)                        # (L,): largest / smallest mean share per layer
     share_ratio(exchangeable_heads(shares))    # the same under the null
 """

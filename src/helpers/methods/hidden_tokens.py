@@ -28,7 +28,7 @@ class HiddenTokens:
     """Hidden and input tokens of S sequences, N real tokens in all, L layers.
 
     Tokens of one sequence are contiguous and in order; sequences keep the
-    ids they were given (``select`` does not renumber them).
+    ids they were given (``select`` does not renumber them). ``collect_hidden_tokens`` keeps them on the CPU.
     """
 
     hidden: torch.Tensor  # (L + 1, N, d)  layer 0: embedding output (after LayerNorm); layer l: output of layer l
@@ -69,7 +69,7 @@ class HiddenTokens:
 
     def select(self, sequence_ids: torch.Tensor | Sequence[int]) -> HiddenTokens:
         """The tokens of the given sequences only (whole sequences, never single tokens)."""
-        ids = torch.as_tensor(sequence_ids, dtype=torch.long)
+        ids = torch.as_tensor(sequence_ids, dtype=torch.long, device=self.sequence.device)
         if ids.numel() == 0:
             raise ValueError("No sequence ids given: select at least one sequence.")
         unknown = ids[~torch.isin(ids, self.sequence)]

@@ -91,7 +91,7 @@ def output_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
     Q = basis[:, : int(rank)]
     centred = Q - Q.mean(dim=0, keepdim=True)  # (I - 1 1^T / n) Q
     U, rank = range_basis(centred, rtol)
-    return U[:, : int(rank)]
+    return U[:, : int(rank)].to(T.device)
 
 
 def _check_qk(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor) -> None:
@@ -159,7 +159,7 @@ def producible_dimension(
     U = output_basis(T)
     scale = d_v**-0.25
     P0, R0 = Q.double() * scale, K.double() * scale
-    centre = torch.eye(n, dtype=torch.float64) - 1.0 / n
+    centre = torch.eye(n, dtype=torch.float64, device=P0.device) - 1.0 / n
 
     def centred_logits(P, R):
         return (P @ R.T) @ centre
@@ -205,7 +205,7 @@ def _gauss_newton(
         G = J @ J.T
         scale = float(torch.diagonal(G).mean())
         for _ in range(12):
-            step = J.T @ torch.linalg.solve(G + lam * scale * torch.eye(n * r, dtype=G.dtype), res)
+            step = J.T @ torch.linalg.solve(G + lam * scale * torch.eye(n * r, dtype=G.dtype, device=G.device), res)
             P_new, R_new = P - step[: n * d_v].reshape(n, d_v), R - step[n * d_v :].reshape(n, d_v)
             X_new, res_new = residual_of(P_new, R_new)
             if float((res_new**2).sum()) < float((res**2).sum()):

@@ -127,7 +127,7 @@ def row_spearman(scores: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     b = b - b.mean(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
-    return torch.from_numpy(rho)
+    return torch.from_numpy(rho).to(scores.device)
 
 
 def cosine_distance(u: torch.Tensor, v: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -148,7 +148,11 @@ def cosine_distance(u: torch.Tensor, v: torch.Tensor, dim: int = -1) -> torch.Te
 
 def spearman(a, b) -> float:
     """Spearman correlation of two 1-D sequences of the same length."""
-    a, b = torch.as_tensor(np.asarray(a, dtype=float)), torch.as_tensor(np.asarray(b, dtype=float))
+    # cpu: two sequences of numbers, ranked with NumPy
+    a, b = (
+        torch.from_numpy(np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v, dtype=float))
+        for v in (a, b)
+    )
     if a.dim() != 1 or a.shape != b.shape or len(a) < 2:
         raise ValueError(
             f"Expected two 1-D sequences of the same length >= 2; got {tuple(a.shape)} and {tuple(b.shape)}."
@@ -165,7 +169,7 @@ def orthonormal_samples(n: int, d: int, k: int, seed: int = 0, dtype: torch.dtyp
     if not 1 <= k <= d:
         raise ValueError(f"samples must be between 1 and d = {d}; got {k}.")
     generator = torch.Generator().manual_seed(seed)
-    gaussian = torch.randn(n, d, k, generator=generator, dtype=torch.float64)
+    gaussian = torch.randn(n, d, k, generator=generator, dtype=torch.float64)  # cpu: seeded CPU draws, any device
     q, r = torch.linalg.qr(gaussian)  # (n, d, k)
     q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
     return q.transpose(1, 2).to(dtype)

@@ -67,7 +67,8 @@ class AttentionBounds:
     lower, upper: (n, n) float64, NaN for rows not computed. lower_points,
     upper_points: (n, n, n); ``lower_points[i, j]`` is a valid row-i
     distribution (non-negative, sums to 1, same output) whose entry j equals
-    ``lower[i, j]`` (likewise for upper). ``stats`` counts the work done.
+    ``lower[i, j]`` (likewise for upper). ``stats`` counts the work done. The LPs run
+    on the CPU in float64; the tensors are on the device of A.
     """
 
     lower: torch.Tensor
@@ -93,19 +94,20 @@ class AttentionBounds:
     def check(self, A: torch.Tensor, T: torch.Tensor) -> BoundsCheck:
         """Worst violations over every computed bound and its attaining point (a :class:`BoundsCheck`)."""
         check_attention_and_values(A, T)
-        rows = self.rows
-        A64, T64 = A.detach().cpu().double(), T.detach().cpu().double()
-        points = torch.cat([self.lower_points[rows], self.upper_points[rows]], dim=1)  # (r, 2n, n)
+        A64, T64 = A.detach().cpu().double(), T.detach().cpu().double()  # checked on the CPU, in float64
+        rows, lower, upper = self.rows.cpu(), self.lower.cpu(), self.upper.cpu()
+        lower_points, upper_points = self.lower_points.cpu(), self.upper_points.cpu()
+        points = torch.cat([lower_points[rows], upper_points[rows]], dim=1)  # (r, 2n, n)
         a = A64[rows]
-        bounds = torch.cat([self.lower[rows], self.upper[rows]], dim=1)  # (r, 2n)
+        bounds = torch.cat([lower[rows], upper[rows]], dim=1)  # (r, 2n)
         attained = torch.cat(
             [
-                torch.diagonal(self.lower_points[rows], dim1=1, dim2=2),
-                torch.diagonal(self.upper_points[rows], dim1=1, dim2=2),
+                torch.diagonal(lower_points[rows], dim1=1, dim2=2),
+                torch.diagonal(upper_points[rows], dim1=1, dim2=2),
             ],
             dim=1,
         )
-        outside = torch.maximum(self.lower[rows] - a, a - self.upper[rows]).clamp_min(0.0)
+        outside = torch.maximum(lower[rows] - a, a - upper[rows]).clamp_min(0.0)
         return BoundsCheck(
             min_entry=float(points.min()),
             row_sum_error=float((points.sum(-1) - 1).abs().max()),
@@ -135,7 +137,7 @@ def constraint_basis(T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> np.ndarray:
     [T, 1] and the same tolerance relative to the largest singular value.
     """
     basis, rank = range_basis(with_ones(T.detach().cpu()), rtol)
-    return basis[:, : int(rank)].numpy()
+    return basis[:, : int(rank)].cpu().numpy()
 
 
 def _highs(M: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -382,10 +384,9 @@ def attention_bounds(
                 point = solve(j, +1.0)
             lower[i, j], lower_points[i, j] = point[j], point
 
-    as_tensor = torch.from_numpy
-    return AttentionBounds(
-        as_tensor(lower), as_tensor(upper), as_tensor(lower_points), as_tensor(upper_points), torch.tensor(rows), stats
-    )
+    # the LPs ran on the CPU in float64; the bounds go where A is
+    tensors = [torch.from_numpy(values).to(A.device) for values in (lower, upper, lower_points, upper_points)]
+    return AttentionBounds(*tensors, torch.tensor(rows, device=A.device), stats)
 
 
 def extreme_alternative(
@@ -418,4 +419,4 @@ def extreme_alternative(
         a = np.clip(A64[i], 0.0, None)
         a /= a.sum()
         P[i] = a if M.shape[0] >= M.shape[1] else _highs(M, M @ a, -scores[i])
-    return torch.from_numpy(P)
+    return torch.from_numpy(P).to(A.device)

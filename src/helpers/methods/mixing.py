@@ -268,13 +268,14 @@ def local_hta_linearised(
     k = d if samples is None else int(samples)
     jacobians.prepare_ffn_jacobians(lin, n * k)
     chunk_size = chunk_size or jacobians.default_chunk_size(lin)
-    squares = torch.zeros(lin.depth, n, n, dtype=torch.float64)  # [l, j, i]
-    for token, u in jacobians.direction_chunks(n, d, samples, seed, chunk_size, lin.xhat_0.dtype, lin.xhat_0.device):
+    device = lin.xhat_0.device
+    squares = torch.zeros(lin.depth, n, n, dtype=torch.float64, device=device)  # [l, j, i]
+    for token, u in jacobians.direction_chunks(n, d, samples, seed, chunk_size, lin.xhat_0.dtype, device):
         for index in range(lin.depth):
             dE = jacobians.layer_tangents(lin, index + 1, token, u)  # (B, n, d)
-            squares[index].index_add_(0, token.cpu(), dE.pow(2).sum(-1).double().cpu())
+            squares[index].index_add_(0, token, dE.pow(2).sum(-1).double())
     norms = (squares * (d / k)).sqrt().transpose(1, 2)
-    return Mixing(scores=normalise_rows(norms.float()), measure="hta_local", rollout=False)
+    return Mixing(scores=normalise_rows(norms.float().cpu()), measure="hta_local", rollout=False)
 
 
 def check_hta_options(model: PreTrainedModel, options: dict) -> AttributionOptions:
@@ -427,7 +428,7 @@ def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id
     mask_token_id = check_integer(mask_token_id, "mask_token_id (a vocabulary id)", 0, model.config.vocab_size - 1)
     ids = encoding["input_ids"]
     variants = ids.repeat(n + 1, 1)
-    variants[torch.arange(1, n + 1), torch.arange(n)] = int(mask_token_id)
+    variants[torch.arange(1, n + 1, device=ids.device), torch.arange(n, device=ids.device)] = int(mask_token_id)
     batch = {"input_ids": variants}
     if encoding.get("token_type_ids") is not None:
         batch["token_type_ids"] = encoding["token_type_ids"].repeat(n + 1, 1)

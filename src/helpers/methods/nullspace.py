@@ -79,7 +79,7 @@ def principal_angles(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
             f"X and Y must live in the same space (same number of rows); got {tuple(X.shape)} and {tuple(Y.shape)}."
         )
     if X.shape[1] == 0 or Y.shape[1] == 0:
-        return torch.zeros(0, dtype=torch.float64)
+        return torch.zeros(0, dtype=torch.float64, device=X.device)
     QX, QY = torch.linalg.qr(X.double()).Q, torch.linalg.qr(Y.double()).Q
     if QX.shape[1] < QY.shape[1]:
         QX, QY = QY, QX
@@ -144,7 +144,7 @@ def compare_null_spaces(
             row[f"dim_a_{key}"], row[f"dim_b_{key}"] = null[a].shape[1], null[b].shape[1]
             row[f"angle_{key}"] = _largest_angle(null[a], null[b])
         same_dim = null["EW"].shape[1] == null["V"].shape[1]
-        angles = principal_angles(null["EW"], null["V"]) if same_dim else torch.zeros(0)
+        angles = principal_angles(null["EW"], null["V"]) if same_dim else torch.zeros(0, device=S_H.device)
         row["angle_bias_second"] = math.degrees(float(angles[1])) if len(angles) > 1 else 0.0
         if simplex:
             constrained = {
@@ -235,7 +235,8 @@ def null_direction(
             "attention is identifiable here. Use a longer input."
         )
     if coefficients is None:
-        coefficients = torch.randn(n, k, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        draws = torch.Generator().manual_seed(seed)  # seeded on the CPU: the same direction on every device
+        coefficients = torch.randn(n, k, generator=draws, dtype=torch.float64).to(N.device)
     else:
         check_tensor(coefficients, "coefficients", dims=2)
         if coefficients.shape != (n, k):
@@ -309,7 +310,7 @@ def alternative_family(
     check_attention_distribution(A)
     check_not_causal(A, "alternative_family")
     try:
-        fractions = torch.as_tensor(fractions, dtype=torch.float64)
+        fractions = torch.as_tensor(fractions, dtype=torch.float64, device=A.device)
     except (TypeError, ValueError, RuntimeError) as err:
         raise TypeError(f"fractions must be a 1-D sequence of numbers in [-1, 1]; got {fractions!r}.") from err
     if (

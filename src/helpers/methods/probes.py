@@ -117,7 +117,7 @@ def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) ->
     std = torch.where(std > 1e-6 * std.max(), std, torch.ones_like(std))  # numerically constant: left as is
     z = (hidden.double() - mean) / std
     average = targets.double().mean(dim=0, keepdim=True)
-    gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64)
+    gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64, device=z.device)
     L, info = torch.linalg.cholesky_ex(gram)
     if info != 0:
         raise ValueError("The hidden tokens are linearly dependent (singular normal equations); fit with ridge > 0.")
@@ -146,7 +146,7 @@ def fit_map(
     """Fit ``g`` so that ``g(hidden[i])`` is close to ``targets[i]``.
 
     Args:
-        hidden: (N, d) hidden tokens of one layer.
+        hidden: (N, d) hidden tokens of one layer (on any device; the map is fit on the CPU).
         targets: (N, d_in) the input tokens they should map to.
         kind: ``"naive"`` (identity; needs d == d_in), ``"linear"`` or ``"mlp"``.
         loss: ``"l2"`` (squared Euclidean) or ``"cosine"`` (1 - cosine similarity).
@@ -169,7 +169,7 @@ def fit_map(
     check_choice(loss, LOSSES, "loss")
     _check_pairs(hidden, targets)
     seed = check_seed(seed)
-    hidden, targets = hidden.float(), targets.float()
+    hidden, targets = hidden.float().cpu(), targets.float().cpu()  # the maps are fit and kept on the CPU
     if kind == "naive":
         if hidden.shape[1] != targets.shape[1]:
             raise ValueError(
@@ -214,7 +214,7 @@ def _adam(
     batches = max(1, round(N / batch_size))  # equal batches: no tiny, noisy last batch
     with _one_thread():
         for _ in range(epochs):
-            for rows in torch.tensor_split(torch.randperm(N, generator=generator), batches):
+            for rows in torch.tensor_split(torch.randperm(N, generator=generator).to(hidden.device), batches):
                 optimiser.zero_grad()
                 _loss(module(hidden[rows]), targets[rows], loss).backward()
                 optimiser.step()
@@ -241,7 +241,7 @@ def _slots(group: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor
     counts = torch.bincount(group, minlength=groups)
     starts = torch.cumsum(counts, 0) - counts
     slot = torch.empty_like(group)
-    slot[order] = torch.arange(group.shape[0]) - starts[group[order]]
+    slot[order] = torch.arange(group.shape[0], device=group.device) - starts[group[order]]
     return slot, counts
 
 
@@ -284,12 +284,12 @@ def nearest_in_sequence(
     G = len(ids)
     in_slot, in_counts = _slots(input_group, G)
     q_slot, q_counts = _slots(query_group, G)
-    d = inputs.shape[1]
-    padded_inputs = torch.zeros(G, int(in_counts.max()), d)
+    d, device = inputs.shape[1], inputs.device
+    padded_inputs = torch.zeros(G, int(in_counts.max()), d, device=device)
     padded_inputs[input_group, in_slot] = inputs.float()
-    rows = torch.full((G, padded_inputs.shape[1]), -1, dtype=torch.long)
-    rows[input_group, in_slot] = torch.arange(inputs.shape[0])
-    padded_queries = torch.zeros(G, int(q_counts.max()), d)
+    rows = torch.full((G, padded_inputs.shape[1]), -1, dtype=torch.long, device=device)
+    rows[input_group, in_slot] = torch.arange(inputs.shape[0], device=device)
+    padded_queries = torch.zeros(G, int(q_counts.max()), d, device=device)
     padded_queries[query_group, q_slot] = queries.float()
     if distance == "cosine":
         scores = -nn.functional.normalize(padded_queries, dim=-1) @ nn.functional.normalize(
@@ -341,7 +341,7 @@ def token_hits(
     if predicted.shape[0] != inputs.shape[0]:
         raise ValueError(f"{predicted.shape[0]} predictions for {inputs.shape[0]} input tokens; give one per token.")
     if offset == 0:
-        sources = targets = torch.arange(inputs.shape[0])
+        sources = targets = torch.arange(inputs.shape[0], device=inputs.device)
     else:
         if position is None:
             raise ValueError("Neighbour recovery (offset != 0) needs the token positions.")
@@ -395,7 +395,7 @@ def split_by_sequence(tokens: HiddenTokens, test_fraction: float = 0.3, seed: in
     ids = tokens.sequence_ids
     if len(ids) < 2:
         raise ValueError(f"Splitting needs at least two sequences, got {len(ids)}.")
-    permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
+    permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed)).to(ids.device)]
     n_test = min(max(1, round(test_fraction * len(ids))), len(ids) - 1)
     return Split(tokens.select(permuted[n_test:].sort().values), tokens.select(permuted[:n_test].sort().values))
 
@@ -418,7 +418,7 @@ def fit_token_map(
     """
     hidden_state = check_hidden_state(tokens, hidden_state)
     if offset == 0:
-        sources = targets = torch.arange(len(tokens))
+        sources = targets = torch.arange(len(tokens), device=tokens.x.device)
     else:
         sources, targets = neighbour_rows(tokens.sequence, tokens.position, offset)
     fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, **options)

@@ -201,7 +201,7 @@ def value_zeroing_reference(model: PreTrainedModel, encoding: BatchEncoding, lay
     index = layer_index(layer, model.config.num_hidden_layers)
     original = _hidden_states(model, encoding)[layer]
     n = original.shape[0]
-    scores = torch.zeros(n, n, dtype=original.dtype)
+    scores = torch.zeros(n, n, dtype=original.dtype, device=original.device)
     value = model.encoder.layer[index].attention.self.value
     for j in range(n):
 
@@ -257,7 +257,7 @@ def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, laye
     d_v = d // h
     W_V, b_V = block.attention.self.value.weight, block.attention.self.value.bias  # (d, d): y = x W^T + b
     W_O = block.attention.output.dense.weight  # (d, d)
-    attention = torch.zeros(n, n, d, dtype=E.dtype)
+    attention = torch.zeros(n, n, d, dtype=E.dtype, device=E.device)
     for i in range(n):
         for j in range(n):
             for head in range(h):
@@ -287,7 +287,7 @@ def grad_input_reference(model: PreTrainedModel, encoding: BatchEncoding) -> tor
         return torch.stack(out.hidden_states[1:])[:, 0]  # (L, n, d)
 
     L = model.config.num_hidden_layers
-    scores = torch.zeros(L, n, n, dtype=words.dtype)
+    scores = torch.zeros(L, n, n, dtype=words.dtype, device=words.device)
     with torch.no_grad():
         for j in range(n):
             tangent = torch.zeros_like(words)

@@ -69,7 +69,7 @@ def attention_rollout(A_mean: torch.Tensor) -> torch.Tensor:
 
     A_mean: (L, n, n) head-averaged attention -> (L, n, n).
     """
-    eye = torch.eye(A_mean.shape[-1], dtype=A_mean.dtype)
+    eye = torch.eye(A_mean.shape[-1], dtype=A_mean.dtype, device=A_mean.device)
     return plain_rollout(normalise_rows(0.5 * A_mean + 0.5 * eye))
 
 
@@ -126,6 +126,6 @@ def positional_prior(n: int, num_layers: int = 1, decay: float = 0.5) -> torch.T
     check_count(num_layers, "num_layers")
     if not 0 < float(decay) < 1:
         raise ValueError(f"decay must lie strictly between 0 and 1 (a weight that falls with distance); got {decay}.")
-    position = torch.arange(n, dtype=torch.float64)
+    position = torch.arange(n, dtype=torch.float64)  # cpu: made from n alone, beside Mixing scores (on the CPU)
     weights = float(decay) ** (position[:, None] - position[None, :]).abs()
     return normalise_rows(weights).expand(num_layers, n, n).clone()

@@ -126,11 +126,13 @@ def effective_and_leverage(
     position = _check_position(n, position)
     probe = A.new_zeros(L, h, n, n)
     probe[..., position:, position] = 1.0
-    probe[..., :position, :position] = torch.eye(position, dtype=A.dtype)  # rows before k: any valid causal row
+    # rows before k: any valid causal row
+    probe[..., :position, :position] = torch.eye(position, dtype=A.dtype, device=A.device)
     both = causal_effective_attention(
         _with_probe(A, probe, groups), V=_with_probe(V, V, groups), H=_with_probe(H, H, groups), groups=2 * groups
     )
-    pick = torch.arange(2 * h).reshape(h // groups, 2, groups)  # per key/value head: the real heads, then the probes
+    # per key/value head: the real heads, then the probes
+    pick = torch.arange(2 * h, device=A.device).reshape(h // groups, 2, groups)
     real, probes = pick[:, 0].flatten(), pick[:, 1].flatten()
     split = EffectiveAttention(both.effective[:, real], both.null[:, real])
     leverage = both.effective[:, probes][..., position].clone()
@@ -242,8 +244,8 @@ def position_terms(
         raise ValueError(f"groups must divide the {h} heads; got {groups!r}.")
     M = V[:, ::groups].to(torch.float64)  # (L, h_kv, n, m)
     A64 = A.to(torch.float64).reshape(L, h // groups, groups, n, n)
-    index = torch.tensor(positions)
-    sizes = torch.arange(1, n + 1, dtype=torch.float64)
+    index = torch.tensor(positions, device=A.device)
+    sizes = torch.arange(1, n + 1, dtype=torch.float64, device=A.device)
     rows = slice(from_row, n)
     out = {name: A64.new_zeros(L, h // groups, groups, len(positions)) for name in PositionTerms._fields}
     for layer in range(L):

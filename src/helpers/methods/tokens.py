@@ -36,9 +36,9 @@ def token_classes(
         raise TypeError("tokens must be a sequence of wordpiece strings (helpers.tokens_of).")
     if len(tokens) == 0:
         raise ValueError("tokens is empty.")
-    cls = torch.tensor([t == cls_token for t in tokens])
-    sep = torch.tensor([t == sep_token for t in tokens])
-    punct = torch.tensor([is_punctuation(t) for t in tokens]) & ~cls & ~sep
+    flags = [(t == cls_token, t == sep_token, is_punctuation(t)) for t in tokens]
+    cls, sep, punct = torch.tensor(flags).T.contiguous()  # cpu: read off strings; attention_to moves them to A
+    punct = punct & ~cls & ~sep
     return {"[CLS]": cls, "[SEP]": sep, "punctuation": punct, "other": ~(cls | sep | punct)}
 
 

@@ -56,8 +56,8 @@ def plot_estimate_vs_exact(estimate, exact, ax=None) -> plt.Axes:
     """Every c^l_ij of an estimate against the exact value, log-log, with the diagonal."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 5.2), layout="constrained")
-    x = exact.contributions.flatten().numpy()
-    y = estimate.contributions.flatten().numpy()
+    x = exact.contributions.flatten().cpu().numpy()
+    y = estimate.contributions.flatten().cpu().numpy()
     ax.scatter(x, y, s=4, alpha=0.35, color=RAW, linewidths=0)
     low = max(1e-4, float(min(x.min(), y.min())))
     ax.plot([low, 1], [low, 1], color=NULL, lw=1, ls="--", label="estimate = exact")

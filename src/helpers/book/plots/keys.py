@@ -27,7 +27,7 @@ def plot_centred_log_spectra(spectra: Mapping[str, torch.Tensor], d_v: int, ax: 
         if s.numel() == 0 or not torch.isfinite(s).all():
             raise ValueError(f"spectrum {label!r} must be a non-empty finite vector.")
         s = s.sort(descending=True).values
-        ax.semilogy(range(1, s.numel() + 1), (s / s[0]).clamp_min(1e-18).numpy(), label=label)
+        ax.semilogy(range(1, s.numel() + 1), (s / s[0]).clamp_min(1e-18).cpu().numpy(), label=label)
     ax.axvline(d_v + 0.5, color=NULL, linestyle="--", label=f"d_v = {d_v}")
     ax.set_xlabel("k (singular values of the row-centred log-attention, largest first)")
     ax.set_ylabel("s_k / s_1")

