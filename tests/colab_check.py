@@ -56,10 +56,18 @@ def pip(venv: Path, *args: str, capture: bool = False) -> str:
     return result.stdout if capture else ""
 
 
+def by_name(lines: list[str]) -> dict[str, str]:
+    """``pip freeze`` lines by normalised package name (``huggingface_hub`` and ``huggingface-hub`` are one)."""
+    found = {}
+    for line in lines:
+        if line and not line.startswith("#"):
+            found[re.sub(r"[-_.]+", "-", re.split(r"==| @ ", line, maxsplit=1)[0]).lower()] = line
+    return found
+
+
 def installed(venv: Path) -> dict[str, str]:
     """Every package in the venv: name -> its ``pip freeze`` line."""
-    lines = pip(venv, "freeze", "--all", capture=True).splitlines()
-    return {re.split(r"==| @ ", line, maxsplit=1)[0].lower(): line for line in lines if line and line[0] != "#"}
+    return by_name(pip(venv, "freeze", "--all", capture=True).splitlines())
 
 
 def make_venv(venv: Path) -> None:
@@ -76,8 +84,7 @@ def make_venv(venv: Path) -> None:
 
 def reset_venv(venv: Path) -> None:
     """Back to the baseline: remove what an edition installed, put back the versions it changed."""
-    lines = (venv / BASELINE).read_text().splitlines()
-    baseline = {re.split(r"==| @ ", line, maxsplit=1)[0].lower(): line for line in lines if line}
+    baseline = by_name((venv / BASELINE).read_text().splitlines())
     now = installed(venv)
     added = sorted(set(now) - set(baseline) - {"pip"})
     if added:
@@ -152,20 +159,23 @@ def check(edition: Path, venv: Path, wheel: Path) -> list[str]:
             kernel_name=kernelspec(venv, Path(tmp)),
             resources={"metadata": {"path": str(content)}},
         )
+        log = Path(tmp) / "kernel.log"  # what the kernel process itself prints (pip, run as a subprocess)
         start = time.monotonic()
         try:
-            client.execute()
+            with log.open("w") as out:
+                client.execute(stdout=out, stderr=subprocess.STDOUT)
         except CellExecutionError as err:
             problems.append(f"error: {err.ename}: {err.evalue}")
         except (CellTimeoutError, DeadKernelError) as err:
             problems.append(f"error: {type(err).__name__}: {str(err).strip().splitlines()[-1]}")
         seconds = time.monotonic() - start
-    conflicts = CONFLICT.findall(stream_text(notebook))
-    problems += [f"pip: {line.strip()}" for line in conflicts]
+        printed = stream_text(notebook) + "\n" + log.read_text(errors="replace")
+    conflicts = list(dict.fromkeys(line.strip() for line in CONFLICT.findall(printed)))
+    problems += [f"pip: {line}" for line in conflicts]
     errors = sum(p.startswith("error") for p in problems)
     markup = sum(p.startswith("MyST") for p in problems)
     print(
-        f"== {edition.relative_to(REPO)}: {seconds:.0f} s, {errors} error, {len(conflicts)} pip conflict lines, "
+        f"== {edition.relative_to(REPO) if edition.is_relative_to(REPO) else edition}: {seconds:.0f} s, {errors} error, {len(conflicts)} pip conflict lines, "
         f"{markup} MyST markup",
         flush=True,
     )

@@ -17,7 +17,7 @@ import yaml
 from helpers.book import colab
 from helpers.book.colab_text import (
     BookLinks,
-    ExerciseLabel,
+    NumberedLabel,
     Reference,
     cite_text,
     escape_markdown,
@@ -92,15 +92,41 @@ def test_the_same_code_and_outputs_with_bookkeeping_folded(notebook):
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
+def test_each_figure_is_followed_by_its_number_and_caption(notebook):
+    cells = _edition(notebook).cells
+    figures = [i for i, c in enumerate(cells) if c.cell_type == "code" and colab.figure_options(c)]
+    for k, i in enumerate(figures, start=1):
+        caption = cells[i + 1]
+        number = f"{int(notebook.name[:2])}.{k}"
+        assert caption.cell_type == "markdown" and caption.source.startswith(f"**Figure {number}.** "), (
+            f"{notebook.stem}: figure {number} is not followed by its caption"
+        )
+        assert len(caption.source) > len(f"**Figure {number}.** ") + 20, f"{notebook.stem}: figure {number}'s caption"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_the_install_names_the_repository_once_at_the_tag(notebook):
     cells = _edition(notebook).cells
     setup = next(c for c in cells if c.cell_type == "code")
     assert setup.source.count(REPOSITORY) == 1
     assert f'@ git+{REPOSITORY}@v{VERSION}"' in setup.source, "install the helpers at the version tag"
-    assert "Installing the book's helpers" in setup.source and 'print("done")' in setup.source
+    assert "Installing the book's helpers" in setup.source and 'print("done"' in setup.source
+    for spec in colab.colab_upgrades(ROOT):  # in the same pip command as the helpers, so pip sees no conflict
+        assert f'"{spec}")' in setup.source, f"{notebook.stem}: the install leaves out {spec}"
+    assert "upgraded for the helpers" in setup.source, "the install says in one line what it changed"
     later = [c.source for c in cells if c is not setup and REPOSITORY + "@" in c.source]
     assert not later, "only the setup cell installs"
     assert "colab" in _edition(notebook).metadata and "accelerator" not in _edition(notebook).metadata["colab"]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
+def test_the_paper_model_is_one_choice_away(notebook):
+    setup = next(c for c in _edition(notebook).cells if c.cell_type == "code")
+    field = '#@param ["bundled default", "bert-base-uncased"]'
+    encoder_chapter = colab.READS_MODEL in setup.source and "[decoder]" not in setup.source
+    assert (field in setup.source) == encoder_chapter, f"{notebook.stem}: the model field belongs to encoder chapters"
+    if encoder_chapter:  # the field sets what the book's code reads, before it reads it
+        assert setup.source.index(field) < setup.source.index(colab.READS_MODEL)
 
 
 def test_the_book_names_no_repository_in_its_notebooks():
@@ -120,7 +146,10 @@ LINKS = BookLinks(
     repository="https://github.com/org/repo",
     tag="v1.2.3",
     titles={"book/02_rank_argument": "The rank argument", "book/intro": "Introduction"},
-    exercises={"ex-03-open": ExerciseLabel("book/03_simplex_null_spaces", "3.4")},
+    labels={
+        "ex-03-open": NumberedLabel("book/03_simplex_null_spaces", "3.4"),
+        "fig-5-rates": NumberedLabel("book/05_token_identifiability", "5.2", "Figure"),
+    },
     references={"brunner2020": Reference("Brunner et al.", "2020"), "sun2021": Reference("Sun and Marasović", "2021")},
     root=ROOT,
 )
@@ -161,6 +190,9 @@ def test_doc_numref_and_api_roles_link_to_the_online_book():
     assert convert("{doc}`the start </book/intro>`") == "[the start](https://org.github.io/repo/book/intro.html)"
     assert convert("({numref}`ex-03-open`)") == (
         "([Exercise 3.4](https://org.github.io/repo/book/03_simplex_null_spaces.html#ex-03-open))"
+    )
+    assert convert("as {numref}`fig-5-rates` shows") == (
+        "as [Figure 5.2](https://org.github.io/repo/book/05_token_identifiability.html#fig-5-rates) shows"
     )
     assert convert("{py:func}`~helpers.methods.nullspace.step_range`") == (
         f"[`step_range()`]({API}#helpers.methods.nullspace.step_range)"

@@ -111,6 +111,9 @@ def test_decoder_cache_lives_in_the_user_cache_folder(monkeypatch, tmp_path):
     folder = helpers.model.decoder.decoder_cache_folder()
     assert folder.parent == tmp_path / "identifiability-book"
     assert folder.name.startswith(helpers.model.decoder.DECODER_MODEL)
+    import transformers  # a cache written by another release (another GGUF tokenizer) is never read
+
+    assert folder.name.endswith(f"-transformers-{transformers.__version__}")
     assert helpers.model.decoder.decoder_gguf_path().suffix == ".gguf"
 
 

@@ -152,3 +152,74 @@ def test_the_committed_scoreboard_is_compared_and_sound(notebook):
     assert not defects, f"{notebook.name}: " + "; ".join(defects)
     kinds = {c["kind"] for c in record["claims"]}
     assert kinds, f"{notebook.name}: an empty scoreboard"
+
+
+FIGURE_LABEL = re.compile(r"fig-(\d+)-[a-z0-9-]+")
+
+
+def test_every_figure_is_numbered_and_captioned():
+    """A cell that draws a figure carries mystnb.figure (a label and a caption): the book numbers it (Figure 5.2)."""
+    problems, labels = [], []
+    for notebook in CHAPTERS:
+        chapter = int(notebook.name[:2])
+        for index, cell in enumerate(_cells(notebook, "code")):
+            images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+            if not images:
+                continue
+            where = f"{notebook.name}, code cell {index}"
+            figure = cell.metadata.get("mystnb", {}).get("figure", {})
+            label = FIGURE_LABEL.fullmatch(figure.get("name", ""))
+            if not label or int(label[1]) != chapter:
+                problems.append(f"{where}: no label fig-{chapter}-<slug> ({figure.get('name')!r})")
+            if len(figure.get("caption", "").split()) < 8:
+                problems.append(f"{where}: no caption of a sentence or more ({figure.get('caption')!r})")
+            others = [o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")]
+            if len(images) > 1 or len(others) > 1:
+                problems.append(f"{where}: one figure per captioned cell (the caption wraps every display output)")
+            labels.append(figure.get("name"))
+    duplicated = sorted({name for name in labels if labels.count(name) > 1})
+    assert not problems and not duplicated, "\n".join(problems + [f"label used twice: {d}" for d in duplicated])
+
+
+def test_every_numref_names_a_label_of_the_book():
+    """{numref} targets exist: a figure's label (cell metadata) or an exercise's (:label:)."""
+    known = set()
+    for notebook in CHAPTERS:
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            known.add(cell.metadata.get("mystnb", {}).get("figure", {}).get("name"))
+            known.update(re.findall(r"^:label:\s*(\S+)", cell.source, flags=re.M))
+    missing = [
+        f"{notebook.name}: {target}"
+        for notebook in CHAPTERS
+        for cell in _cells(notebook, "markdown")
+        for target in re.findall(r"\{numref\}`(?:[^`<]*<)?([^`>]+)>?`", cell.source)
+        if target not in known
+    ]
+    assert not missing, f"{{numref}} to no label: {missing}"
+
+
+RUNNING_TIME = re.compile(r"\*\*Time:\*\* about (\d+) minutes? on 2 CPU cores")
+
+
+def committed_minutes(notebook: Path) -> float:
+    """The committed run's wall time in minutes, from the cells' execution timestamps (first start to last reply)."""
+    from datetime import datetime
+
+    stamps = [c.metadata.get("execution", {}) for c in _cells(notebook, "code")]
+    stamps = [s for s in stamps if "iopub.execute_input" in s and "shell.execute_reply" in s]
+    assert stamps, f"{notebook.name}: no execution timestamps (run it with jupyter execute)"
+    start = datetime.fromisoformat(stamps[0]["iopub.execute_input"].replace("Z", "+00:00"))
+    end = datetime.fromisoformat(stamps[-1]["shell.execute_reply"].replace("Z", "+00:00"))
+    return (end - start).total_seconds() / 60
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_the_chapter_says_how_long_it_takes(notebook):
+    """Near its top, the time of the committed run, within a factor of 1.5 of the cells' own timestamps."""
+    opening = _cells(notebook, "markdown")[0].source
+    said = RUNNING_TIME.search(opening)
+    assert said, f"{notebook.name}: the opening cell must say '**Time:** about N minutes on 2 CPU cores'"
+    measured = committed_minutes(notebook)
+    assert measured / 1.5 <= int(said[1]) <= max(1.0, measured * 1.5), (
+        f"{notebook.name}: says {said[1]} minutes, the committed run took {measured:.1f}"
+    )

@@ -437,6 +437,51 @@ def test_page(browser, server, page_path):
     assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
 
 
+PHONE = {"width": 390, "height": 844}
+# On a phone a figure may scroll sideways in its box (book.js), but its 10-pt text never renders under 6 px.
+PHONE_MIN_FIGURE_SCALE = 6 / (10 * FIGURE_DPI / 72)
+
+
+def reading_pages() -> list[str]:
+    """The pages a reader reads on a phone: the chapters, the introduction and the report (not the API index)."""
+    return [
+        p
+        for p in book_pages()
+        if p.startswith("book/") and p != "book/api.html" and not REDIRECT.search((HTML / p).read_text())
+    ]
+
+
+@pytest.mark.parametrize("page_path", reading_pages() or ["<no build>"])
+def test_page_at_phone_width(browser, server, page_path):
+    """At 390 px: nothing overflows its box (wide tables, code and figures scroll inside their own),
+    and no figure's text is shown under 6 px."""
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1)
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/{page_path}", wait_until="load")
+        page.evaluate(_BROKEN_IMAGES_JS)  # waits until every figure is decoded
+        # a long display equation may scroll inside its own box on a phone (book.css gives it an edge shadow)
+        problems = [
+            f"overflows the column: {item}"
+            for item in page.evaluate(_OVERFLOW_JS)
+            if not item.startswith("a display equation")
+        ]
+        for figure in page.evaluate(_FIGURE_SCALES_JS):
+            scale = figure["shown"] / figure["natural"]
+            if scale < PHONE_MIN_FIGURE_SCALE:
+                problems.append(
+                    f"figure {figure['src']} shown at {figure['shown']:.0f} px of {figure['natural']}: "
+                    f"10-pt text at {10 * FIGURE_DPI / 72 * scale:.1f} px (< 6)"
+                )
+        page.screenshot(
+            path=str(SCREENSHOTS / ("phone__" + page_path.replace("/", "__").removesuffix(".html") + ".png"))
+        )
+    finally:
+        context.close()
+    assert not problems, f"{page_path} at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
 def test_math_is_served_from_the_build():
     """No page loads MathJax from a CDN; pages with math load the copy in _static/mathjax."""
     pages = book_pages()

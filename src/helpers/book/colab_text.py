@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 __all__ = [
     "Reference",
-    "ExerciseLabel",
+    "NumberedLabel",
     "BookLinks",
     "glue_text",
     "escape_markdown",
@@ -46,11 +46,13 @@ class Reference(NamedTuple):
     year: str
 
 
-class ExerciseLabel(NamedTuple):
-    """Where an exercise label lives (``docname``, e.g. ``book/03_simplex_null_spaces``) and its number ("3.4")."""
+class NumberedLabel(NamedTuple):
+    """Where a numbered label lives (``docname``, e.g. ``book/03_simplex_null_spaces``), its number ("3.4")
+    and what it numbers (``kind``: "Exercise" or "Figure", the word a reference to it starts with)."""
 
     docname: str
     number: str
+    kind: str = "Exercise"
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class BookLinks:
 
     ``url`` is the online book (ending in ``/``); ``repository`` the repository's URL; ``tag`` the
     version the edition was generated from (``v0.1.0``); ``titles`` each page's title by docname;
-    ``exercises`` each exercise label's place and number; ``references`` each bibliography key's
+    ``labels`` each exercise's and figure's label, with its place and number; ``references`` each bibliography key's
     author-year; ``root`` the repository checkout (a repository path the prose names must exist there).
     """
 
@@ -67,7 +69,7 @@ class BookLinks:
     repository: str
     tag: str
     titles: dict[str, str] = field(default_factory=dict)
-    exercises: dict[str, ExerciseLabel] = field(default_factory=dict)
+    labels: dict[str, NumberedLabel] = field(default_factory=dict)
     references: dict[str, Reference] = field(default_factory=dict)
     root: Path | None = None
 
@@ -163,10 +165,10 @@ def _role(name: str, content: str, links: BookLinks, docname: str, glue: dict[st
         return f"[{title or links.titles[target]}]({links.page(target)})"
     if name in ("numref", "ref"):
         title, label = _split_target(content)
-        if label not in links.exercises:
-            raise ValueError(f"{docname}: {{{name}}} names {label!r}, which is no exercise of the book")
-        where, number = links.exercises[label]
-        text = (title or "Exercise %s").replace("%s", number).replace("{number}", number)
+        if label not in links.labels:
+            raise ValueError(f"{docname}: {{{name}}} names {label!r}, which is no exercise or figure of the book")
+        where, number, kind = links.labels[label]
+        text = (title or f"{kind} %s").replace("%s", number).replace("{number}", number)
         return f"[{text}]({links.page(where, label)})"
     if name in ("cite", "cite:p", "cite:t"):
         return cite_text(content, name == "cite:t", links)

@@ -57,9 +57,13 @@ def cache_dir() -> Path:
 
 
 def decoder_cache_folder() -> Path:
-    """The folder of the dequantised decoder (config, safetensors, tokenizer), keyed by the GGUF file's size."""
+    """The folder of the dequantised decoder (config, safetensors, tokenizer), keyed by the GGUF file's size and
+    the transformers release that wrote it (releases read the GGUF tokenizer differently: 4.57 adds a BOS token)."""
+    import transformers
+
     gguf = decoder_gguf_path()
-    return cache_dir() / f"{DECODER_MODEL}-Q4_1-dequantised-{gguf.stat().st_size}"
+    release = transformers.__version__
+    return cache_dir() / f"{DECODER_MODEL}-Q4_1-dequantised-{gguf.stat().st_size}-transformers-{release}"
 
 
 @contextlib.contextmanager
