@@ -27,7 +27,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..model.decoder import DECODER_MODEL, DECODER_PACKAGE
 from .chapters import CHAPTER_NEEDS, chapter_default_model
@@ -178,9 +178,17 @@ def _chapter_number(notebook: Path) -> str | None:
     return str(int(match[1])) if match else None
 
 
-def figure_options(cell) -> dict | None:
-    """A code cell's figure options (``mystnb.figure``: ``name``, ``caption``), None when it has none."""
-    return cell.get("metadata", {}).get("mystnb", {}).get("figure")
+class FigureOptions(NamedTuple):
+    """A figure cell's label (``fig-5-rates``) and caption (MyST), from its ``mystnb.figure`` metadata."""
+
+    name: str
+    caption: str
+
+
+def figure_options(cell) -> FigureOptions | None:
+    """A code cell's figure options, None when it has none."""
+    figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+    return FigureOptions(figure["name"], figure.get("caption", "")) if figure else None
 
 
 def _figure_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLabel]:
@@ -190,7 +198,7 @@ def _figure_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLabel
         docname = notebook.relative_to(root).with_suffix("").as_posix()
         figures = [f for c in json.loads(notebook.read_text())["cells"] if (f := figure_options(c))]
         for k, figure in enumerate(figures, start=1):
-            labels[figure["name"]] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}", "Figure")
+            labels[figure.name] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}", "Figure")
     return labels
 
 
@@ -298,10 +306,10 @@ def _with_captions(cells: list, links: BookLinks, docname: str, glue: dict[str, 
         captioned.append(cell)
         figure = figure_options(cell) if cell.cell_type == "code" else None
         if figure:
-            caption = markdown_text(figure.get("caption", ""), links, docname, glue)
-            number = links.labels[figure["name"]].number
+            caption = markdown_text(figure.caption, links, docname, glue)
+            number = links.labels[figure.name].number
             caption_cell = nbformat.v4.new_markdown_cell(f"**Figure {number}.** {caption}")
-            caption_cell["id"] = f"{cell.get('id', figure['name'])}-caption"  # the same id at every generation
+            caption_cell["id"] = f"{cell.get('id', figure.name)}-caption"  # the same id at every generation
             captioned.append(caption_cell)
     return captioned
 
