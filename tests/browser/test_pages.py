@@ -305,6 +305,20 @@ def test_stutter_patterns():
     assert not stutter_problems(["the head of this chapter (layer LAYER, head HEAD)"])
 
 
+def small_figures(page, min_scale: float) -> list[str]:
+    """Figures shown at less than ``min_scale`` of their natural width: their 10-pt text renders too small."""
+    problems = []
+    for figure in page.evaluate(_FIGURE_SCALES_JS):
+        scale = figure["shown"] / figure["natural"]
+        if scale < min_scale:
+            problems.append(
+                f"figure {figure['src']} is {figure['natural']} px wide, shown at {figure['shown']:.0f} px: "
+                f"10-pt text renders at {10 * FIGURE_DPI / 72 * scale:.1f} px "
+                f"(< {10 * FIGURE_DPI / 72 * min_scale:.0f})"
+            )
+    return problems
+
+
 def chapter_number(page_path: str) -> int | None:
     """The chapter a page is (book/04_effective_attention.html -> 4), None for other pages."""
     match = re.match(r"book/(\d\d)_", page_path)
@@ -408,13 +422,7 @@ def test_page(browser, server, page_path):
             problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
         problems += text_problems(text, page.evaluate(_OUTPUT_TEXT_JS), page_path)
         problems += stutter_problems(page.evaluate(_PROSE_TEXT_JS))
-        for figure in page.evaluate(_FIGURE_SCALES_JS):
-            scale = figure["shown"] / figure["natural"]
-            if scale < MIN_FIGURE_SCALE:
-                problems.append(
-                    f"figure {figure['src']} is {figure['natural']} px wide, shown at {figure['shown']:.0f} px: "
-                    f"10-pt text renders at {10 * FIGURE_DPI / 72 * scale:.1f} px (< 9)"
-                )
+        problems += small_figures(page, MIN_FIGURE_SCALE)
         problems += [f"overflows the column: {item}" for item in page.evaluate(_OVERFLOW_JS)]
         if page_path == "book/report.html":
             problems += [f"before the report's verdict table: {item}" for item in page.evaluate(_BEFORE_VERDICT_JS)]
@@ -467,13 +475,7 @@ def test_page_at_phone_width(browser, server, page_path):
             for item in page.evaluate(_OVERFLOW_JS)
             if not item.startswith("a display equation")
         ]
-        for figure in page.evaluate(_FIGURE_SCALES_JS):
-            scale = figure["shown"] / figure["natural"]
-            if scale < PHONE_MIN_FIGURE_SCALE:
-                problems.append(
-                    f"figure {figure['src']} shown at {figure['shown']:.0f} px of {figure['natural']}: "
-                    f"10-pt text at {10 * FIGURE_DPI / 72 * scale:.1f} px (< 6)"
-                )
+        problems += small_figures(page, PHONE_MIN_FIGURE_SCALE)
         page.screenshot(
             path=str(SCREENSHOTS / ("phone__" + page_path.replace("/", "__").removesuffix(".html") + ".png"))
         )
