@@ -65,9 +65,10 @@ bench: $(STAMP)
 	@for script in $(sort $(wildcard benchmarks/bench_*.py)); do \
 		echo "== $$script"; $(PY) $$script || exit 1; done
 
+# BOOK_PROGRESS=0: no progress bars in the committed outputs (helpers.model.progress; tests/conftest.py sets the same).
 notebooks: $(STAMP)
 	@for nb in $(NOTEBOOKS); do \
-		echo "== $$nb"; $(VENV)/bin/jupyter execute --inplace $$nb || exit 1; done
+		echo "== $$nb"; BOOK_PROGRESS=0 $(VENV)/bin/jupyter execute --inplace $$nb || exit 1; done
 
 # The Colab edition of every notebook (colab/book/*.ipynb), written from the committed notebooks: run it after
 # changing or re-executing one (tests/test_colab_edition.py fails while an edition differs).

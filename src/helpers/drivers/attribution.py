@@ -8,7 +8,6 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from ..methods.attribution import (
@@ -27,6 +26,7 @@ from ..methods.intervals import Estimate, bootstrap
 from ..methods.word_classes import WORD_CLASSES
 from ..model.corpus import check_records
 from ..model.numbering import check_seed
+from ..model.progress import progress_bar
 from ..model.text import encode, text_pair_of
 
 
@@ -45,9 +45,7 @@ def attribute_examples(
     """
     examples = check_records(examples)
     seed = check_seed(seed)
-    iterator = examples
-    if progress:
-        iterator = tqdm(examples, desc=f"attribution ({estimator})", unit="example")
+    iterator = progress_bar(examples, f"attribution ({estimator})", progress, unit="example")
     results = []
     for index, example in enumerate(iterator):
         encoding = encode(tokenizer, *text_pair_of(example, index), model=model)

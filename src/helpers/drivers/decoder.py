@@ -19,6 +19,7 @@ from ..methods.sink import (
 )
 from ..model.capture import capture
 from ..model.numbering import head_number, layer_number
+from ..model.progress import progress_bar
 from ..model.text import encode, first_tokens
 
 
@@ -36,7 +37,7 @@ def sink_sweep(
     texts: Sequence[str],
     position: int = 0,
     from_row: int | None = None,
-    progress: bool = False,
+    progress: bool = True,
 ) -> pd.DataFrame:
     """Raw and effective attention on ``position`` for every text, layer and head of a causal model.
 
@@ -52,11 +53,7 @@ def sink_sweep(
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty sequence of strings.")
     frames = []
-    iterator = texts
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(texts, desc="texts")
+    iterator = progress_bar(texts, "texts", progress)
     for index, text in enumerate(iterator):
         internals = capture(model, encode(tokenizer, text, model=model))
         if not internals.causal:
@@ -128,7 +125,7 @@ def sink_profile(
     texts: Sequence[str],
     length: int = SINK_PROMPT_LENGTH,
     position: int = 0,
-    progress: bool = False,
+    progress: bool = True,
     control_position: int | None = None,
 ) -> SinkProfile:
     """The sink in the literature's terms on the first ``length`` tokens of each text (a causal model).
@@ -151,11 +148,7 @@ def sink_profile(
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty sequence of strings.")
     heads, activations = [], []
-    iterator = texts
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(texts, desc="prompts")
+    iterator = progress_bar(texts, "prompts", progress)
     for index, text in enumerate(iterator):
         internals = capture(model, first_tokens(encode(tokenizer, text, model=model), length))
         if not internals.causal:

@@ -7,7 +7,6 @@ from typing import NamedTuple
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from ..methods import distributions
 from ..methods.effective import effective_attention_and_rank, leverage
@@ -18,6 +17,7 @@ from ..model.checks import UnsupportedModelError
 from ..model.corpus import check_records
 from ..model.families import family_of
 from ..model.numbering import head_number, layer_number
+from ..model.progress import progress_bar
 from ..model.text import encode, text_pair_of, tokens_of
 
 
@@ -35,7 +35,7 @@ def effective_attention_sweep(
         examples: ``helpers.model.corpus.Example`` records (text_a, optional text_b), strings or
             ``(text, text_pair)`` tuples.
         rtol: rank tolerance, relative to the largest singular value.
-        progress: show a tqdm bar.
+        progress: show a progress bar (``helpers.model.progress``).
 
     Raises:
         UnsupportedModelError: a causal model (a decoder), whose rows each have their own null space.
@@ -60,7 +60,7 @@ def effective_attention_sweep(
     records = check_records(examples)
     rows = []
     full_row_rank = None  # the weights, hence the ranks of H, are the same for every example
-    for index, example in enumerate(tqdm(records, disable=not progress, desc="effective attention")):
+    for index, example in enumerate(progress_bar(records, "effective attention", progress)):
         text_a, text_b = text_pair_of(example, index)
         encoding = encode(tokenizer, text_a, text_b, model=model)
         internals = capture(model, encoding)

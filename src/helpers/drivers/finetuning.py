@@ -38,6 +38,7 @@ from ..model.capture import capture
 from ..model.checks import check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
+from ..model.progress import progress_bar, step_bar
 from ..model.text import encode, text_pair_of
 from .identifiability import collect_hidden_tokens
 
@@ -157,7 +158,7 @@ def fine_tune(
     learning_rate: float = 5e-5,
     weight_decay: float = 0.01,
     seed: int = 0,
-    progress: bool = False,
+    progress: bool = True,
 ) -> FineTuned:
     """Fine-tune a copy of ``model`` with a classification head on [CLS] over ``train`` pairs.
 
@@ -199,11 +200,7 @@ def fine_tune(
     optimiser = torch.optim.AdamW(classifier.parameters(), lr=learning_rate, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 1.0 - step / total)
     loss_function = nn.CrossEntropyLoss()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, desc="fine-tuning", unit="step")
+    bar = step_bar(total, "fine-tuning", progress, unit="step")
     rows = []
     classifier.train()
     try:
@@ -227,8 +224,11 @@ def fine_tune(
 
 
 @torch.no_grad()
-def predict(classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32) -> torch.Tensor:
-    """Predicted labels of sentence pairs: (len(examples),) integers (classifier in eval mode)."""
+def predict(
+    classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32, progress: bool = True
+) -> torch.Tensor:
+    """Predicted labels of sentence pairs: (len(examples),) integers (classifier in eval mode); ``progress``: a
+    bar over batches."""
     examples = _check_examples(examples, "examples")
     check_count(batch_size, "batch_size")
     if classifier.training:
@@ -236,15 +236,17 @@ def predict(classifier: PairClassifier, tokenizer, examples: Sequence, batch_siz
     device = next(classifier.parameters()).device
     out = [
         classifier(**_batch(tokenizer, examples[s : s + batch_size], device)).argmax(-1).cpu()
-        for s in range(0, len(examples), batch_size)
+        for s in progress_bar(range(0, len(examples), batch_size), "predicting", progress, unit="batch")
     ]
     return torch.cat(out)
 
 
-def accuracy(classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32) -> float:
+def accuracy(
+    classifier: PairClassifier, tokenizer, examples: Sequence, batch_size: int = 32, progress: bool = True
+) -> float:
     """Share of ``examples`` whose predicted label is their label."""
     examples = _check_examples(examples, "examples")
-    predicted = predict(classifier, tokenizer, examples, batch_size)
+    predicted = predict(classifier, tokenizer, examples, batch_size, progress)
     return float((predicted == torch.tensor([int(e.label) for e in examples])).double().mean())
 
 
@@ -291,7 +293,9 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
     )
 
 
-def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Sequence) -> pd.DataFrame:
+def sink_attention_by_example(
+    model: PreTrainedModel, tokenizer, examples: Sequence, progress: bool = True
+) -> pd.DataFrame:
     """Per example and layer: raw and effective attention to the example's sink, and what a
     random column space of the same rank would keep (the null-space control of PAPER.md §9).
 
@@ -301,11 +305,11 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
     A[i, sink] r_h / n, with r_h the numerical rank of the head's T. Returns ``example``
     (index into ``examples``), ``n``, ``layer``, ``raw``, ``effective``, ``random_effective``
     ``rank`` (the largest r_h of the layer: every head has a null space when n > rank) and
-    ``sink`` (the sink's token).
+    ``sink`` (the sink's token). ``progress``: a bar over the examples.
     """
     examples = check_records(examples)
     frames = []
-    for index, example in enumerate(examples):
+    for index, example in enumerate(progress_bar(examples, "sink attention", progress)):
         encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
         internals = capture(model, encoding)
         if internals.causal:
@@ -334,15 +338,16 @@ def sink_attention_by_example(model: PreTrainedModel, tokenizer, examples: Seque
 
 
 def naive_identifiability_by_example(
-    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
+    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine", progress: bool = True
 ) -> pd.DataFrame:
     """Naive identifiability per example and hidden state: ``example, hidden_state, rate``.
 
     The per-sequence version of ``identifiability.naive_identifiability_table`` (whose pooled
-    rate is the token-weighted mean of these), so that a bootstrap can resample sequences.
+    rate is the token-weighted mean of these), so that a bootstrap can resample sequences. ``progress``: a bar
+    over the batches of the forward passes.
     """
     examples = check_records(examples)
-    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
+    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=progress)
     own = torch.arange(tokens.x.shape[0])
     sequences = tokens.sequence.long()
     counts = torch.bincount(sequences, minlength=len(examples)).double()

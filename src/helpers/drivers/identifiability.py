@@ -32,6 +32,7 @@ from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
 from ..model.corpus import check_records
 from ..model.numbering import check_count, check_seed
+from ..model.progress import progress_bar
 from ..model.text import encode, first_tokens, text_pair_of
 
 
@@ -108,13 +109,11 @@ def collect_hidden_tokens(
         same = [i for i in order if has_pair[i] == flag]
         batches += [same[k : k + batch_size] for k in range(0, len(same), batch_size)]
 
-    from tqdm.auto import tqdm
-
     raw: list[torch.Tensor] = []
     hook = model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
     hidden, inputs, sequence, position, input_ids = [], [], [], [], []
     try:
-        for batch in tqdm(batches, desc="hidden states", disable=not progress):
+        for batch in progress_bar(batches, "hidden states", progress):
             first = [pairs[i][0] for i in batch]
             second = [pairs[i][1] for i in batch] if has_pair[batch[0]] else None
             encoding = tokenizer(first, second, padding=True, truncation=False, return_tensors="pt").to(model.device)
@@ -150,8 +149,6 @@ def _collect_decoder_tokens(
     model: PreTrainedModel, tokenizer, texts: Sequence[Text], progress: bool, max_tokens: int | None
 ) -> HiddenTokens:
     """``collect_hidden_tokens`` for a decoder: one ``capture`` per text (single texts only)."""
-    from tqdm.auto import tqdm
-
     if isinstance(texts, (str, tuple)):
         raise TypeError("texts must be a list of texts; wrap a single text in a list.")
     pairs = [text_pair_of(item, i) for i, item in enumerate(texts)]
@@ -160,7 +157,7 @@ def _collect_decoder_tokens(
     if any(b is not None for _, b in pairs):
         raise ValueError("A decoder takes single texts here, not sentence pairs: pass example.text_a.")
     hidden, inputs, sequence, position, input_ids = [], [], [], [], []
-    for index, (text, _) in enumerate(tqdm(pairs, desc="hidden states", disable=not progress)):
+    for index, (text, _) in enumerate(progress_bar(pairs, "hidden states", progress)):
         encoding = encode(tokenizer, text, model=model)
         if max_tokens is not None and encoding["input_ids"].shape[1] > max_tokens:
             encoding = first_tokens(encoding, max_tokens)
@@ -217,8 +214,6 @@ def probe_layers(
     ``train_rates`` the table also gets the rate on the training set (to
     see overfitting). ``options`` go to ``fit_map``.
     """
-    from tqdm.auto import tqdm
-
     check_disjoint(train, test)
     chosen = _hidden_states(train, hidden_states)
     for kind, loss in combinations:
@@ -226,7 +221,7 @@ def probe_layers(
         check_choice(loss, LOSSES, "loss")
     rows, maps = [], {}
     jobs = [(kind, loss, state) for kind, loss in combinations for state in chosen]
-    for kind, loss, state in tqdm(jobs, desc="probes", disable=not progress):
+    for kind, loss, state in progress_bar(jobs, "probes", progress):
         fitted = fit_token_map(train, state, kind, loss, **options)
         maps.setdefault((kind, loss), []).append(fitted)
         row = {"map": kind, "loss": loss, "hidden_state": state, "test": evaluate_map(fitted, test)}
@@ -274,8 +269,6 @@ def fraction_curve(
 
     The subsets are nested. Returns a table with columns map, fraction, sequences, tokens, rate, identified.
     """
-    from tqdm.auto import tqdm
-
     check_disjoint(train, test)
     seed = check_seed(seed)
     hidden_state = train.num_layers if hidden_state is None else hidden_state
@@ -285,7 +278,7 @@ def fraction_curve(
     permuted = ids[torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))]
     rows = []
     jobs = [(kind, f) for kind in kinds for f in fractions]
-    for kind, f in tqdm(jobs, desc="training fractions", disable=not progress):
+    for kind, f in progress_bar(jobs, "training fractions", progress):
         subset = train.select(permuted[: max(1, math.ceil(f * len(ids)))].sort().values)
         hits = map_hits(fit_token_map(subset, hidden_state, kind, loss, seed=seed, **options), test).targets
         rows.append(
@@ -340,8 +333,6 @@ def neighbour_rates(
     Returns a table with columns hidden_state, offset, rate; identified and sequence hold, per row,
     the (M,) per-token hits and their sequence ids (for intervals over sequences).
     """
-    from tqdm.auto import tqdm
-
     check_disjoint(train, test)
     check_choice(kind, MAP_KINDS, "map kind")
     check_choice(loss, LOSSES, "loss")
@@ -353,7 +344,7 @@ def neighbour_rates(
     test_rows, test_targets = _interior(test, offsets)
     d_in = train.x.shape[1]
     rows = []
-    for state in tqdm(chosen, desc="neighbours", disable=not progress):
+    for state in progress_bar(chosen, "neighbours", progress):
         hidden = train.hidden[state, train_rows]
         if kind == "linear" and loss == "l2":
             joint = fit_map(
@@ -382,14 +373,15 @@ def neighbour_rates(
 
 
 def naive_identifiability_table(
-    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine"
+    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine", progress: bool = True
 ) -> pd.DataFrame:
     """Naive (identity map) token identifiability per hidden state 0..L over ``examples``: ``hidden_state, rate``.
 
     Token i is identified at hidden state l when e_i^l is nearest (``distance``) to x_i among its sequence's inputs.
+    ``progress``: a bar over the batches of the forward passes.
     """
     examples = check_records(examples)
-    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=False)
+    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=progress)
     rates = [
         identifiability_rate(tokens.hidden[i], tokens.x, tokens.sequence, distance)
         for i in range(tokens.num_layers + 1)

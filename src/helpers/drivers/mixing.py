@@ -8,7 +8,6 @@ from typing import NamedTuple
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from ..methods import mixing
 from ..methods.decomposition import NORM_MEASURES
@@ -18,6 +17,7 @@ from ..methods.rollout import AGGREGATIONS, ROLLOUT_AGGREGATION, normalise_rows,
 from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
 from ..model.numbering import check_count, check_integer, check_seed
+from ..model.progress import progress_bar
 from ..model.text import encode
 from .timing import timed
 
@@ -35,7 +35,6 @@ MIXING_MEASURES = (
     ("alti", {"effective": True}),
     ("value_zeroing", {}),
 )
-
 
 PRIOR = "positional prior"  # the sweep's name of ``rollout.positional_prior``
 
@@ -150,7 +149,7 @@ def context_mixing_sweep(
     agreement, loo_rows = [], []
     special = set(tokenizer.all_special_ids)
     examples = list(examples)
-    for number, example in enumerate(tqdm(examples, desc="context mixing", disable=not progress)):
+    for number, example in enumerate(progress_bar(examples, "context mixing", progress)):
         encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
         internals = capture(model, encoding)  # one forward pass and one linearisation per example
         lin = linearise(model, internals.x, reference=internals.hidden_states)
@@ -300,7 +299,7 @@ def check_reference(
     """
     check_seed(seed)
     agreement, estimate_rows, cost = [], [], []
-    for example in tqdm(list(examples), desc="exact HTA", disable=not progress):
+    for example in progress_bar(list(examples), "exact HTA", progress):
         encoding = encode(tokenizer, example.text_a, getattr(example, "text_b", None), model=model)
         n = int(encoding["input_ids"].shape[1])
         seconds, exact = timed(mixing.context_mixing, model, encoding, "hta")

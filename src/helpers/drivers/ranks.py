@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..methods.heads import concentration, head_shares
@@ -21,6 +20,7 @@ from ..methods.lp_bounds import FEASIBILITY_TOL, attention_bounds, extreme_alter
 from ..methods.nullspace import check_matrices, null_direction, ranks_of, row_total_variation, step_range
 from ..model.capture import capture
 from ..model.numbering import check_count, check_integer, head_index, head_number, layer_index, layer_number
+from ..model.progress import progress_bar
 from ..model.text import check_single_sequence, prefix_encoding
 
 
@@ -67,7 +67,7 @@ def rank_sweep(
     if not jobs:
         raise ValueError(f"No encoding is as long as the shortest requested length ({lengths[0]}).")
     rows = []
-    for example, length in tqdm(jobs, disable=not progress, desc="rank sweep"):
+    for example, length in progress_bar(jobs, "rank sweep", progress):
         internals = capture(model, prefix_encoding(encodings[example], length))
         ranks = ranks_of(internals, matrices, rtol)
         L, h = internals.num_layers, internals.heads
@@ -94,7 +94,7 @@ def head_contributions(
     if not encodings:
         raise ValueError("encodings is empty: give at least one encoded text.")
     rows = []
-    for example, encoding in enumerate(tqdm(encodings, disable=not progress, desc="head contributions")):
+    for example, encoding in enumerate(progress_bar(encodings, "head contributions", progress)):
         internals = capture(model, encoding)
         shares, focus = head_shares(internals), concentration(internals)
         for layer in range(internals.num_layers):
@@ -154,8 +154,8 @@ def vertex_moves(
       how far the rows of two heads of the model lie apart (nan with one head).
     """
     rows = []
-    for example, internals, li, hi in tqdm(
-        list(_head_of(model, encodings, length, layer, head)), disable=not progress, desc="vertex moves"
+    for example, internals, li, hi in progress_bar(
+        list(_head_of(model, encodings, length, layer, head)), "vertex moves", progress
     ):
         A, T = internals.A[li, hi].double(), internals.T[li, hi]
         P = extreme_alternative(A, T, -A, progress=False)
@@ -206,8 +206,8 @@ def range_table(
     """
     rows = check_count(rows, "rows (queries per text)")
     table = []
-    for example, internals, li, hi in tqdm(
-        list(_head_of(model, encodings, length, layer, head)), disable=not progress, desc="ranges"
+    for example, internals, li, hi in progress_bar(
+        list(_head_of(model, encodings, length, layer, head)), "ranges", progress
     ):
         n = internals.n
         chosen = list(range(n)) if rows >= n else sorted({round(k * (n - 1) / max(rows - 1, 1)) for k in range(rows)})
@@ -254,7 +254,7 @@ def producible_reach(
         raise ValueError("heads is empty: give at least one head number.")
     table = []
     jobs = list(_head_of(model, encodings, length, layer, None))
-    for example, internals, li, _ in tqdm(jobs, disable=not progress, desc="producible reach"):
+    for example, internals, li, _ in progress_bar(jobs, "producible reach", progress):
         for head in heads:
             hi = head_index(head, internals.heads)
             A, T = internals.A[li, hi], internals.T[li, hi]

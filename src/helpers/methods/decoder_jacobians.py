@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..model.progress import progress_bar
 from .jacobians import DEFAULT_MEMORY_MB, check_norm_options, direction_chunks
 from .linearised_decoder import LinearisedDecoder, LinearisedDecoderBlock
 
@@ -272,10 +273,7 @@ def decoder_block_norms(
     chunks = direction_chunks(
         n, d, samples, seed, chunk_size or default_decoder_chunk_size(lin, memory_mb), dtype, device
     )
-    if progress:
-        from tqdm.auto import tqdm
-
-        chunks = tqdm(chunks, total=len(chunks), desc="Jacobian blocks", unit="chunk")
+    chunks = progress_bar(chunks, "Jacobian blocks", progress, total=len(chunks), unit="chunk")
     for token, u in chunks:
         for layer, (start, dh) in enumerate(push_decoder_tangents(lin, token, u, depth)):
             # squares[layer, j, start + i'] += sum over this chunk's directions of token j of ||dh_i'||^2

@@ -38,6 +38,7 @@ import math
 import torch
 
 from ..model.numbering import layer_index
+from ..model.progress import progress_bar
 from .linalg import orthonormal_samples
 from .linearised import LinearisedBert, LinearisedBlock
 
@@ -325,7 +326,7 @@ def block_norms(
             that push their tangents through the FFN instead).
         explicit_ffn: force (True) or forbid (False) the per-token FFN Jacobians;
             default: use them when they save work.
-        progress: show a tqdm progress bar over chunks.
+        progress: show a progress bar over chunks (``helpers.model.progress``).
     """
     n, d = lin.n, lin.d
     depth = check_norm_options(lin.depth, d, samples, depth, chunk_size, memory_mb)
@@ -336,10 +337,7 @@ def block_norms(
 
     squares = torch.zeros(depth, n, n, dtype=torch.float64 if dtype == torch.float64 else torch.float32, device=device)
     chunks = direction_chunks(n, d, samples, seed, chunk_size or default_chunk_size(lin, memory_mb), dtype, device)
-    if progress:
-        from tqdm.auto import tqdm
-
-        chunks = tqdm(chunks, total=len(chunks), desc="Jacobian blocks", unit="chunk")
+    chunks = progress_bar(chunks, "Jacobian blocks", progress, total=len(chunks), unit="chunk")
     for token, u in chunks:
         for layer, dE in enumerate(push_tangents(lin, token, u, depth)):
             # squares[layer, j, i] += sum over this chunk's directions of token j of ||dE_i||^2

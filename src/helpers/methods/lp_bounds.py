@@ -42,6 +42,7 @@ import torch
 from scipy.optimize import linprog
 
 from ..model.checks import check_attention_and_values, check_attention_distribution, is_causal_attention
+from ..model.progress import progress_bar
 from .linalg import DEFAULT_RTOL, range_basis, relative_output_change
 from .nullspace import with_ones
 
@@ -289,14 +290,12 @@ def attention_bounds(
         solver: ``"warm"`` (exact fast path, see module docstring) or
             ``"highs"`` (two HiGHS LPs per entry).
         rtol: relative tolerance for the rank of T.
-        progress: show a tqdm bar over rows.
+        progress: show a progress bar over rows (``helpers.model.progress``).
 
     Returns:
         ``AttentionBounds`` with lower/upper (n, n) and the feasible points
         attaining them (n, n, n).
     """
-    from tqdm.auto import tqdm
-
     check_attention_and_values(A, T)
     check_attention_distribution(A)
     if solver not in SOLVERS:
@@ -328,7 +327,7 @@ def attention_bounds(
         stats["highs_lps"] += 1
         return _highs(M, b, c)
 
-    for i in tqdm(rows, disable=not progress, desc="LP bounds"):
+    for i in progress_bar(rows, "LP bounds", progress):
         a = np.clip(A64[i], 0.0, None)
         a /= a.sum()
         if m >= n:  # the polytope is the single point a: nothing moves
@@ -400,8 +399,6 @@ def extreme_alternative(
     vertices of the polytopes P_i, so ``P - A`` has every row in LN([T, 1])
     and ``A + t (P - A)`` is valid for every t in [0, 1].
     """
-    from tqdm.auto import tqdm
-
     check_attention_and_values(A, T)
     check_attention_distribution(A)
     if not isinstance(objective, torch.Tensor) or objective.shape != A.shape:
@@ -415,7 +412,7 @@ def extreme_alternative(
     A64 = A.detach().cpu().double().numpy()
     scores = objective.detach().cpu().double().numpy()
     P = np.empty_like(A64)
-    for i in tqdm(range(A64.shape[0]), disable=not progress, desc="extreme alternative"):
+    for i in progress_bar(range(A64.shape[0]), "extreme alternative", progress):
         a = np.clip(A64[i], 0.0, None)
         a /= a.sum()
         P[i] = a if M.shape[0] >= M.shape[1] else _highs(M, M @ a, -scores[i])

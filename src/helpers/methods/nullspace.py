@@ -27,6 +27,7 @@ import torch
 from ..model.checks import check_attention_and_values, check_attention_distribution, check_not_causal, check_tensor
 from ..model.internals import Internals
 from ..model.numbering import check_seed, head_number, layer_number
+from ..model.progress import progress_bar
 from .linalg import DEFAULT_RTOL, left_null_space, numerical_rank, relative_output_change
 
 MATRICES = ("V", "T", "V1", "T1")
@@ -118,11 +119,9 @@ def compare_null_spaces(
     angles ``angle_simplex_bias`` (LN([E W^V, 1]) vs LN([V, 1]), equal
     because V - E W^V = 1 b^V) and ``angle_simplex_book`` (LN([V, 1]) vs LN([T, 1])).
     """
-    from tqdm.auto import tqdm
-
     rows = []
     L, h = internals.num_layers, internals.heads
-    for layer, head in tqdm([(i, k) for i in range(L) for k in range(h)], disable=not progress, desc="null spaces"):
+    for layer, head in progress_bar([(i, k) for i in range(L) for k in range(h)], "null spaces", progress):
         E = internals.E[layer].double()
         W_V, H = internals.W_V[layer, head].double(), internals.H[layer, head].double()
         EW = E @ W_V

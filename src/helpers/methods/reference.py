@@ -34,6 +34,7 @@ from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.checks import check_matrix
 from ..model.numbering import layer_index
+from ..model.progress import progress_bar
 from .effective import EffectiveAttention, check_attention, check_rtol, check_same_batch
 from .linalg import DEFAULT_RTOL, left_null_space
 
@@ -107,10 +108,7 @@ def naive_block_norms(model: nn.Module, x: torch.Tensor, progress: bool = True) 
     L, n, d = hidden.shape
     squares = torch.zeros(L, n, n, dtype=x.dtype, device=x.device)
     units = [(layer, i, a) for layer in range(L) for i in range(n) for a in range(d)]
-    if progress:
-        from tqdm.auto import tqdm
-
-        units = tqdm(units, desc="output units", unit="unit", mininterval=1.0)
+    units = progress_bar(units, "output units", progress, unit="unit", mininterval=1.0)
     for layer, i, a in units:
         (row,) = torch.autograd.grad(hidden[layer, i, a], x, retain_graph=True)  # (n, d) = d e_ia / d x
         squares[layer, i] += row.pow(2).sum(-1)
@@ -134,10 +132,7 @@ def functorch_block_norms(
     squares = torch.zeros(L, n, n, dtype=x.dtype, device=x.device)
     basis = [(j, a) for j in range(n) for a in range(d)]
     starts = range(0, len(basis), B)
-    if progress:
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc="Jacobian blocks (vmap-jvp)", unit="chunk")
+    starts = progress_bar(starts, "Jacobian blocks (vmap-jvp)", progress, unit="chunk")
     for start in starts:
         chunk = basis[start : start + B]
         token = torch.tensor([j for j, _ in chunk], device=x.device)
@@ -377,10 +372,7 @@ def decoder_jacfwd_block_norms(
     tokens = range(n) if tokens is None else list(tokens)
     if any(isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < n for j in tokens):
         raise ValueError(f"tokens must be positions in 0..{n - 1}; got {tokens}.")
-    if progress:
-        from tqdm.auto import tqdm
-
-        tokens = tqdm(tokens, desc="Jacobian blocks (jacfwd)", unit="token")
+    tokens = progress_bar(tokens, "Jacobian blocks (jacfwd)", progress, unit="token")
     for j in tokens:
 
         def hidden_of_row(row, j=j):

@@ -25,6 +25,7 @@ from transformers import PreTrainedModel
 
 from .checks import check_supported
 from .numbering import head_index, layer_index
+from .progress import progress_bar
 from .text import check_encoding
 
 
@@ -133,14 +134,12 @@ def hidden_state_change(
     (m, L + 1): entry [k, l] is max |h_l(patched with attentions[k]) - h_l|
     over tokens and features, h_0 the embedding output.
     """
-    from tqdm.auto import tqdm
-
     if not isinstance(attentions, torch.Tensor) or attentions.dim() != 3:
         raise ValueError("attentions must be a tensor (m, n, n) of replacements, one per row of the result.")
     check_encoding(model, encoding)
     reference = torch.stack(model(**encoding, output_hidden_states=True).hidden_states)[:, 0]
     changes = [
         (run_patched(model, encoding, layer, head, replacement) - reference).abs().amax(dim=(1, 2))
-        for replacement in tqdm(attentions, disable=not progress, desc="patched runs")
+        for replacement in progress_bar(attentions, "patched runs", progress)
     ]
     return torch.stack(changes)
