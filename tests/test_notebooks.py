@@ -118,6 +118,72 @@ def test_bookkeeping_is_out_of_sight(notebook):
     )
 
 
+REMOVED = {"remove-cell", "remove-input"}  # cells whose code the page does not show at all (hide-input folds it)
+# a visible line that registers a claim, or sets or computes a chapter's budget (helpers.book.budgets holds them)
+OUT_OF_SIGHT = re.compile(
+    r"\bClaims\(|\bclaims\.(?!enforce\b)\w+\(|\b[A-Z_]*(?:BUDGET|SCALE)\b|\bwork_scale\(|\bthin\b"
+)
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """Names a cell binds (assignments, imports, defs, loop and comprehension targets) and names it reads."""
+    import ast
+
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+def test_names_removed_cells_define_are_not_read_by_visible_ones():
+    """A reader who copies the code on the page can run it: no visible cell reads a name that only a cell
+    removed from the page (remove-cell, remove-input) defines."""
+    problems = []
+    for notebook in CHAPTERS + [ROOT / "book" / "report.ipynb"]:
+        shown, hidden = set(), {}
+        for index, cell in enumerate(_cells(notebook, "code")):
+            bound, read = _names(cell.source)
+            if REMOVED & set(cell.metadata.get("tags", [])):
+                hidden.update({name: index for name in bound if name not in shown})
+                continue
+            unseen = sorted(name for name in read - bound - shown if name in hidden)
+            problems += [
+                f"{notebook.name}, code cell {index}: {name} (from code cell {hidden[name]})" for name in unseen
+            ]
+            shown |= bound
+    assert not problems, "visible code reads names only a removed cell defines:\n" + "\n".join(problems)
+
+
+def test_visible_code_registers_no_claim_and_sets_no_budget():
+    """Claims are registered in removed cells; budgets come from helpers.book.budgets, not from visible code."""
+    found = [
+        f"{notebook.name}: {line.strip()}"
+        for notebook in CHAPTERS + [ROOT / "book" / "report.ipynb"]
+        for line in _visible_code_lines(notebook)
+        if OUT_OF_SIGHT.search(line)
+    ]
+    assert not found, "visible lines that register a claim or set a budget:\n" + "\n".join(found)
+
+
+def test_the_checks_of_visible_code_can_fail():
+    """The two checks above, on cells that break them."""
+    bound, read = _names("rows = budget_rows(n)\nfor k in rows:\n    print(k, [j for j in range(k)])")
+    assert {"rows", "k", "j"} <= bound and {"budget_rows", "n", "print", "range"} <= read
+    for line in ("claims = helpers.Claims(__name__)", "claims.finding('x', ...)", "ROW_BUDGET = 48",
+                 "SCALE = helpers.book.chapters.work_scale(model)", "thin = max(1, round(4 * size))"):  # fmt: skip
+        assert OUT_OF_SIGHT.search(line), line
+    assert not OUT_OF_SIGHT.search("claims.enforce()")
+
+
 @pytest.mark.parametrize("notebook", CHAPTERS + [ROOT / "book" / "report.ipynb"], ids=lambda p: p.stem)
 def test_visible_code_fits_the_column(notebook):
     """The code a reader sees fits the code cell's width in the rendered page (no horizontal scrolling)."""

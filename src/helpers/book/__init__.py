@@ -2,14 +2,15 @@
 
 :mod:`~helpers.book.claims` (the scoreboard), :mod:`~helpers.book.paper` (the published
 numbers), :mod:`~helpers.book.notebook` (the first cell's setup and glue),
-:mod:`~helpers.book.chapters` (which model a chapter runs on), and, imported on first use
+:mod:`~helpers.book.chapters` (which model a chapter runs on), :mod:`~helpers.book.budgets` (how much a
+chapter computes, scaled to the model's cost), and, imported on first use
 because they load matplotlib, seaborn and ipywidgets, :mod:`~helpers.book.plots` and
 :mod:`~helpers.book.widgets`.
 """
 
 import importlib
 
-from . import chapters, claims, notebook, paper
+from . import budgets, chapters, claims, notebook, paper
 
 _LAZY = ("plots", "widgets")
 

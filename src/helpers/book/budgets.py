@@ -1,0 +1,156 @@
+"""How much each chapter computes, scaled to the model's cost: every chapter's budget rule, stated once.
+
+The bundled encoder runs a chapter's whole design in minutes on two CPU cores. A model that costs more per
+token (BERT-Base: 8 times the bundled encoder's L d^2) runs a thinned corpus, fewer epochs or fewer pairs, so
+that the chapter stays within minutes; fewer samples widen the intervals without biasing them. The chapters'
+code reads these rules' results; the rules, and the costs behind them, live here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from transformers import PreTrainedModel
+
+from ..drivers.mixing import PairPlan, plan_pairs
+from ..model.numbering import check_count
+from .chapters import work_scale
+from .paper import BERT_BASE
+
+__all__ = [
+    "ALL_ROWS_UP_TO",
+    "LONG_INPUT_ROWS",
+    "NEAREST_ROWS",
+    "POLISH_JACOBIAN_ENTRIES",
+    "ATTRIBUTION_MAX_TOKENS",
+    "SweepCorpus",
+    "ProbePlan",
+    "passage_stride",
+    "corpus_step",
+    "sweep_corpus",
+    "probe_plan",
+    "bound_rows",
+    "compared_rows",
+    "polish_steps",
+    "nearest_rows",
+    "attribution_sample",
+    "mixing_plan",
+    "fine_tuning_epochs",
+]
+
+# chapter 3: the LP ranges of every row up to this many tokens, else this many evenly spaced rows
+ALL_ROWS_UP_TO, LONG_INPUT_ROWS = 100, 6
+# chapter 3: the keys search polishes with Gauss-Newton while its dense Jacobian has at most this many entries
+POLISH_JACOBIAN_ENTRIES = 4_000_000
+# chapter 4: one pair of linear programs per row for the nearest distribution, at most this many rows per head
+NEAREST_ROWS = 48
+# chapter 6: HTA's cost grows with n^2, so the corpus sample keeps pairs of at most this many tokens
+ATTRIBUTION_MAX_TOKENS = 48
+
+
+class SweepCorpus(NamedTuple):
+    """Chapter 4's sweep: ``pairs`` and ``passages`` kept, and ``texts`` (pairs, then passages)."""
+
+    pairs: list
+    passages: list
+
+    @property
+    def texts(self) -> list:
+        return self.pairs + self.passages
+
+
+class ProbePlan(NamedTuple):
+    """Chapter 5's probes: every ``pair_step``-th pair of the corpus, ``epochs`` Adam epochs per trained map."""
+
+    pair_step: int
+    epochs: int
+
+
+def _layers_and_width(model: PreTrainedModel) -> tuple[int, int]:
+    config = getattr(model, "config", None)
+    layers, d = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    if not layers or not d:
+        raise ValueError(f"{type(model).__name__} has no num_hidden_layers / hidden_size in its config.")
+    return layers, d
+
+
+def passage_stride(model: PreTrainedModel) -> int:
+    """Chapter 2's rank sweep: every stride-th passage. A forward pass per prefix costs about L d per token
+    here (ranks, not Jacobians): 1 up to a quarter of BERT-Base's L d, 4 on BERT-Base."""
+    layers, d = _layers_and_width(model)
+    return max(1, round(4 * layers * d / (BERT_BASE.num_layers * BERT_BASE.d)))
+
+
+def corpus_step(model: PreTrainedModel) -> int:
+    """Chapters 4 and 5: the corpus is thinned by this step, 4 L d^2 / (L d^2 of BERT-Base), at least 1
+    (1 for the bundled encoder and smaller models, 4 for BERT-Base)."""
+    layers, d = _layers_and_width(model)
+    return max(1, round(4 * layers * d**2 / (BERT_BASE.num_layers * BERT_BASE.d**2)))
+
+
+def sweep_corpus(model: PreTrainedModel, pairs: Sequence, passages: Sequence) -> SweepCorpus:
+    """Chapter 4's effective-attention sweep: every third pair and every second passage, thinned by
+    ``corpus_step``."""
+    step = corpus_step(model)
+    return SweepCorpus(list(pairs[:: 3 * step]), list(passages[:: 2 * step]))
+
+
+def probe_plan(model: PreTrainedModel) -> ProbePlan:
+    """Chapter 5: the saving of ``corpus_step`` split between sentences and epochs (4 epochs and every pair
+    on the bundled encoder; every second pair and 2 epochs on BERT-Base)."""
+    step = max(1, round(corpus_step(model) ** 0.5))
+    return ProbePlan(pair_step=step, epochs=max(1, 4 // step))
+
+
+def bound_rows(n: int, query: int) -> list[int]:
+    """Chapter 3's LP ranges: every row of an input up to ``ALL_ROWS_UP_TO`` tokens, else
+    ``LONG_INPUT_ROWS`` evenly spaced rows and the row ``query`` (the cost grows with n^3 and more)."""
+    check_count(n, "n")
+    if not 0 <= query < n:
+        raise ValueError(f"query must be a row in 0..{n - 1}; got {query}.")
+    if n <= ALL_ROWS_UP_TO:
+        return list(range(n))
+    return sorted({round(k * (n - 1) / (LONG_INPUT_ROWS - 1)) for k in range(LONG_INPUT_ROWS)} | {query})
+
+
+def compared_rows(n: int, query: int) -> list[int]:
+    """The rows chapter 3 also solves the slow way (two HiGHS programs per weight): the first, ``query`` and
+    the last while all rows are bounded, else ``query`` alone."""
+    return [0, query, n - 1] if n <= ALL_ROWS_UP_TO else [query]
+
+
+def polish_steps(n: int, rank: int, d_v: int, steps: int = 10) -> int:
+    """Chapter 3's keys search: ``steps`` Gauss-Newton polish steps while the dense Jacobian,
+    (n rank) x (2 n d_v) entries, stays within ``POLISH_JACOBIAN_ENTRIES``; none beyond it."""
+    return steps if (n * rank) * (2 * n * d_v) <= POLISH_JACOBIAN_ENTRIES else 0
+
+
+def nearest_rows(n: int) -> torch.Tensor:
+    """Chapter 4's nearest distributions: at most ``NEAREST_ROWS`` evenly spaced rows of an n-token head."""
+    check_count(n, "n")
+    return torch.linspace(0, n - 1, min(n, NEAREST_ROWS)).round().long().unique()
+
+
+def attribution_sample(model: PreTrainedModel, tokenizer, pairs: Sequence, seed: int = 0) -> list:
+    """Chapter 6's corpus: a seeded sample of the pairs of at most ``ATTRIBUTION_MAX_TOKENS`` tokens. The HTA
+    estimate costs about samples L n^2 d^2 per pair: 12 pairs while L d^2 stays within 10^6 (the bundled
+    encoder), fewer in proportion beyond it, never fewer than 3 (BERT-Base: 3)."""
+    layers, d = _layers_and_width(model)
+    count = max(3, min(12, round(12 * 1e6 / (layers * d**2))))
+    short = [p for p in pairs if len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= ATTRIBUTION_MAX_TOKENS]
+    return random.Random(seed).sample(short, count)
+
+
+def mixing_plan(model: PreTrainedModel, tokenizer, pairs: Sequence, d_v: int) -> PairPlan:
+    """Chapter 7's pairs (``helpers.drivers.mixing.plan_pairs``), scaled by the model's cost per token
+    (L d^2) and by exact HTA's (L d^3), both relative to the bundled encoder."""
+    return plan_pairs(tokenizer, pairs, d_v, work_scale(model), work_scale(model, 3))
+
+
+def fine_tuning_epochs(model: PreTrainedModel) -> int:
+    """Chapter 8: 5 epochs on the bundled encoder; on a model that costs more per token (L d^2), fewer in
+    proportion, at least 2 (BERT-Base: 2)."""
+    return max(2, min(5, round(10 / work_scale(model))))

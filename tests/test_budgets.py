@@ -1,0 +1,81 @@
+"""helpers.book.budgets: each chapter's budget rule, on the bundled encoder and on BERT-Base's shape."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+from transformers import BertConfig
+
+import helpers
+from helpers.book import budgets
+
+BERT_BASE_SHAPE = SimpleNamespace(config=BertConfig())  # 12 layers, d = 768: the rules read only the config
+
+
+def test_the_bundled_encoder_runs_every_chapter_in_full(real_model):
+    model, _ = real_model
+    assert budgets.passage_stride(model) == 1
+    assert budgets.corpus_step(model) == 1
+    assert budgets.probe_plan(model) == budgets.ProbePlan(pair_step=1, epochs=4)
+    assert budgets.fine_tuning_epochs(model) == 5
+
+
+def test_bert_base_runs_a_quarter_of_the_corpus_and_fewer_epochs():
+    assert budgets.passage_stride(BERT_BASE_SHAPE) == 4
+    assert budgets.corpus_step(BERT_BASE_SHAPE) == 4
+    assert budgets.probe_plan(BERT_BASE_SHAPE) == budgets.ProbePlan(pair_step=2, epochs=2)
+    assert budgets.fine_tuning_epochs(BERT_BASE_SHAPE) == 2
+
+
+def test_a_model_without_a_shape_is_refused():
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        budgets.corpus_step(SimpleNamespace(config=SimpleNamespace()))
+
+
+def test_sweep_corpus_thins_pairs_and_passages():
+    pairs, passages = list(range(30)), list(range(100, 110))
+    corpus = budgets.sweep_corpus(BERT_BASE_SHAPE, pairs, passages)
+    assert corpus.pairs == pairs[::12] and corpus.passages == passages[::8]
+    assert corpus.texts == corpus.pairs + corpus.passages
+
+
+def test_bound_rows_every_row_or_a_few_and_the_query():
+    assert budgets.bound_rows(5, 2) == [0, 1, 2, 3, 4]
+    long = budgets.bound_rows(201, 7)
+    assert long == [0, 7, 40, 80, 120, 160, 200] and len(long) == budgets.LONG_INPUT_ROWS + 1
+    assert budgets.compared_rows(5, 2) == [0, 2, 4] and budgets.compared_rows(201, 7) == [7]
+    with pytest.raises(ValueError, match="query"):
+        budgets.bound_rows(5, 5)
+
+
+def test_polish_steps_stop_where_the_jacobian_grows_too_large():
+    assert budgets.polish_steps(42, 33, 32) == 10  # 42*33 x 2*42*32: 3.7 million entries
+    assert budgets.polish_steps(82, 65, 64) == 0  # BERT-Base's search: 57 million
+
+
+def test_nearest_rows_are_evenly_spaced_and_capped():
+    assert budgets.nearest_rows(10).tolist() == list(range(10))
+    rows = budgets.nearest_rows(105)
+    assert len(rows) == budgets.NEAREST_ROWS and rows[0] == 0 and rows[-1] == 104
+
+
+def test_attribution_sample_is_seeded_and_short(real_model):
+    model, tokenizer = real_model
+    pairs = helpers.load_corpus("pairs")
+    sample = budgets.attribution_sample(model, tokenizer, pairs)
+    assert sample == budgets.attribution_sample(model, tokenizer, pairs)
+    assert len(sample) == 12
+    assert all(len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= budgets.ATTRIBUTION_MAX_TOKENS for p in sample)
+    short = [p for p in pairs if len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= 48]
+    assert sample == random.Random(0).sample(short, 12)  # the rule chapter 6 used before it moved here
+
+
+def test_mixing_plan_is_chapter_sevens_plan(real_model):
+    model, tokenizer = real_model
+    pairs = helpers.load_corpus("pairs")
+    d_v = helpers.describe(model).d_v
+    plan = budgets.mixing_plan(model, tokenizer, pairs, d_v)
+    assert plan == helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v)
+    assert len(plan.pairs) == 30
