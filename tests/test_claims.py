@@ -153,8 +153,28 @@ def test_the_report_counts_paper_claims_findings_and_checks_apart(tmp_path):
     html = scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
     departures = scoreboard.departures_html(report, links={"01_a": "01_a.html"})
-    assert departures.count("<li>") == 1 and "<em>not reproduced</em>: a claim." in departures
+    assert departures.count("<li>") == 1 and "<em>not reproduced</em>. A claim." in departures
+    assert "This model: 0.40 [0.30, 0.60]" in departures and "the interval does not clear the control" in departures
     assert scoreboard.departures_html(report[report.verdict == "reproduced"]) == "<p>None.</p>"
+
+
+def test_a_departure_reads_as_sentences():
+    row = {
+        "claim": "of the special tokens, [SEP] draws the most raw attention",
+        "verdict": "not reproduced",
+        "published": "[SEP] in the middle and late layers",
+        "here": "-0.26 [-0.27, -0.25] over 115 sequences",
+        "control": "no difference between [SEP] and [CLS]: 0.00",
+        "note": "reversed: the interval lies on the other side of the control; this model's sink is [CLS]",
+    }
+    text = helpers.book.scoreboard.departure_sentences(row)
+    assert text == (
+        "Of the special tokens, [SEP] draws the most raw attention. The paper: [SEP] in the middle and late "
+        "layers. This model: -0.26 [-0.27, -0.25] over 115 sequences; the control, no difference between [SEP] "
+        "and [CLS], gives 0.00, and the interval lies on the other side of the control. This model's sink is [CLS]."
+    )
+    untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
+    assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")
 
 
 def test_records_dir_follows_the_environment(tmp_path, monkeypatch):

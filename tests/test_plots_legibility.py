@@ -513,7 +513,7 @@ def case_distribution_distances():
         },
         index=range(1, 13),
     )
-    return plots.plot_distribution_distances(frame)
+    return plots.plot_distribution_distances(frame, title="Layer 3, on passage-029 (105 tokens)")
 
 
 def case_self_contribution_by_class():
@@ -610,19 +610,48 @@ def test_heatmaps_have_axis_labels():
         assert maps and all(ax.get_xlabel() and ax.get_ylabel() for ax in maps), name
 
 
-def test_agreement_gives_each_base_measure_its_own_colour():
+def test_agreement_draws_families_in_panels_of_at_most_five_lines():
     from matplotlib.colors import to_hex
 
-    ax = CASES["agreement"]()
-    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
-    assert set(lines) == set(AGREEMENT_MEASURES)
-    colour = {m: to_hex(line.get_color()) for m, line in lines.items()}
-    bases = {m.replace("+eff", ""): colour[m] for m in lines}
-    assert len(set(bases.values())) == len(bases), "two base measures share a colour"
-    for measure, line in lines.items():
-        assert colour[measure] == bases[measure.replace("+eff", "")]
-        assert line.get_linestyle() == ("--" if "+eff" in measure else "-")
-    assert ax.get_legend() is not None and min(t.get_fontsize() for t in ax.get_legend().get_texts()) >= 10
+    from helpers.methods.rollout import measure_name, measure_parts
+
+    axes = [ax for ax in np.atleast_1d(CASES["agreement"]()).ravel() if ax.get_visible()]
+    named = {measure_name(m): m for m in AGREEMENT_MEASURES}
+    drawn = []
+    for ax in axes:
+        lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+        assert 0 < len(lines) <= 5, f"{ax.get_title()}: {len(lines)} lines"
+        assert ax.get_title() and ax.get_legend() is not None
+        assert min(t.get_fontsize() for t in ax.get_legend().get_texts()) >= 10
+        colour = {name: to_hex(line.get_color()) for name, line in lines.items()}
+        bases = {}
+        for name, line in lines.items():
+            base, effective = measure_parts(named[name])[:2]
+            bases.setdefault(base, colour[name])
+            assert colour[name] == bases[base], "a measure and its effective variant share a colour"
+            assert line.get_linestyle() == ("--" if effective else "-")
+        assert len(set(bases.values())) == len(bases), "two measures of a panel share a colour"
+        drawn += list(lines)
+    assert sorted(drawn) == sorted(named), "every measure drawn once, named as a reader names it"
+
+
+def test_a_panel_is_titled_by_the_measures_it_holds():
+    frame = _agreement()
+    local = frame[frame.measure.isin(["value_zeroing rollout", "alti rollout"])].assign(kind="local")
+    titles = [ax.get_title() for ax in np.atleast_1d(plots.plot_agreement(local, "local")).ravel() if ax.get_visible()]
+    assert titles == ["ALTI", "value zeroing"]
+
+
+def test_measure_names_read_as_a_reader_names_them():
+    from helpers.methods.rollout import measure_name
+
+    assert measure_name("alti rollout") == "ALTI rollout"
+    assert measure_name("globenc+eff rollout (normalise first)") == (
+        "GlobEnc rollout (effective attention, normalised first)"
+    )
+    assert measure_name("grad_input") == "gradient × input" and measure_name("hta (exact)") == "HTA (exact)"
+    with pytest.raises(ValueError, match="Unknown measure"):
+        measure_name("globenc rollout (normalise sideways)")
 
 
 def save_all(folder: Path) -> None:

@@ -244,11 +244,46 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
     )
 
 
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: its first letter capitalised, one full stop at the end."""
+    text = text.strip().rstrip(".")
+    return f"{text[:1].upper()}{text[1:]}." if text else ""
+
+
+# what each verdict of a paper claim says about its interval, in words
+_VERDICT_READING = {
+    "in direction only": "the interval clears the control, but the published figure lies outside it",
+    "not reproduced": "the interval does not clear the control",
+    "reversed": "the interval lies on the other side of the control",
+}
+
+
+def departure_sentences(row: dict) -> str:
+    """One departure of ``departures_html`` in prose: the claim, the paper's figure, this model's against
+    its control and what that says, then the chapter's reason (the notes that are not the verdict's)."""
+    notes = [part.strip() for part in (row.get("note") or "").split("; ") if part.strip()]
+    reversed_ = any(part.startswith("reversed") for part in notes)
+    reasons = [part for part in notes if not part.startswith("reversed")]
+    if row["verdict"] == "not testable here":
+        return " ".join([_sentence(row["claim"]), *(_sentence(r) for r in reasons)])
+    text = [_sentence(row["claim"])]
+    if row.get("published"):
+        text.append(f"The paper: {row['published'].rstrip('.')}.")
+    if row.get("here"):
+        description, _, value = str(row["control"]).rpartition(": ")
+        control = f"the control, {description}, gives {value}" if description else f"the control gives {value}"
+        reading = _VERDICT_READING["reversed" if reversed_ else row["verdict"]]
+        text.append(f"This model: {row['here']}; {control}, and {reading}.")
+    text += [_sentence(r) for r in reasons]
+    return " ".join(text)
+
+
 def departures_html(report: pd.DataFrame, links: dict[str, str] | None = None) -> str:
     """The paper claims of ``report`` (``claims.report_table``) not plainly reproduced, one item each.
 
-    Each item: the claim in words (linked to its section), its verdict, this model's figure
-    against the published one and the control, and the chapter's reason.
+    Each item: the chapter (linked to the section that tests the claim) and the verdict, then
+    ``departure_sentences``: the claim, the published figure, this model's figure against the control and
+    what that says, and the chapter's reason.
     """
     links = links or {}
     departures = report[(report["kind"] == "paper") & (report["verdict"] != "reproduced")]
@@ -257,18 +292,13 @@ def departures_html(report: pd.DataFrame, links: dict[str, str] | None = None) -
     items = []
     for row in departures.to_dict("records"):
         href = links.get(row["chapter"], "") + (f"#{row['section']}" if row.get("section") else "")
-        reason = f" {html.escape(row['note'])}." if row["note"] else ""
-        figures = (
-            f" Here {html.escape(row['here'])}; published {html.escape(row['published'] or '-')}; "
-            f"control {html.escape(row['control'])}."
-            if row["here"]
-            else ""
-        )
+        reversed_ = "reversed" in (row.get("note") or "")
+        verdict = row["verdict"] + (", reversed" if reversed_ and row["verdict"] == "not reproduced" else "")
         items.append(
             (
                 _chapter_order(str(row["chapter"])),
                 f'<li><a href="{html.escape(href)}">Chapter {html.escape(str(row["chapter"]))}</a>, '
-                f"<em>{html.escape(row['verdict'])}</em>: {html.escape(row['claim'])}.{figures}{reason}</li>",
+                f"<em>{html.escape(verdict)}</em>. {html.escape(departure_sentences(row))}</li>",
             )
         )
     return f'<ul class="departures">{"".join(text for _, text in sorted(items, key=lambda item: item[0]))}</ul>'

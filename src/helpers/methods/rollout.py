@@ -13,6 +13,8 @@ differ from token to token:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from ..model.numbering import check_count
@@ -22,6 +24,10 @@ __all__ = [
     "ROLLOUT_AGGREGATION",
     "check_aggregation",
     "rollout_label",
+    "MEASURE_NAMES",
+    "measure_name",
+    "MeasureParts",
+    "measure_parts",
     "normalise_rows",
     "plain_rollout",
     "attention_rollout",
@@ -99,6 +105,66 @@ def rollout_label(measure: str, aggregation: str | None = None, effective: bool 
     if aggregation in (None, ROLLOUT_AGGREGATION.get(measure)):
         return name
     return f"{name} ({aggregation.replace('_', ' ')})"
+
+
+# What a reader calls each measure (the names of the papers that define it); the sweep's labels use the ids.
+MEASURE_NAMES = {
+    "attention": "attention",
+    "attention_norm": "attention norm",
+    "norm_residual": "norm with residual",
+    "norm_residual_ln": "norm with residual and LayerNorm",
+    "globenc": "GlobEnc",
+    "alti": "ALTI",
+    "value_zeroing": "value zeroing",
+    "grad_input": "gradient × input",
+    "hta": "HTA",
+    "positional prior": "positional prior",
+}
+
+
+class MeasureParts(NamedTuple):
+    """A sweep label's parts: the measure's id, whether it runs on effective attention, whether it is rolled
+    out, and the rollout order where the label names one ("normalise first", "normalise last")."""
+
+    measure: str
+    effective: bool
+    rollout: bool
+    order: str | None
+
+
+def measure_parts(label: str) -> MeasureParts:
+    """A sweep label's parts (``MeasureParts``).
+
+    ``"globenc+eff rollout (normalise first)"`` -> ``("globenc", True, True, "normalise first")``.
+    """
+    if not isinstance(label, str):
+        raise TypeError(f"a measure label is a string; got {type(label).__name__}.")
+    if label in MEASURE_NAMES:
+        return MeasureParts(label, False, False, None)
+    rest, order = label, None
+    if rest.endswith(")") and " (" in rest:
+        rest, order = rest[:-1].split(" (", 1)
+    rolled = rest.endswith(" rollout")
+    rest = rest.removesuffix(" rollout")
+    effective = rest.endswith("+eff")
+    measure = rest.removesuffix("+eff")
+    if measure not in MEASURE_NAMES or (order is not None and order.replace(" ", "_") not in AGGREGATIONS):
+        raise ValueError(f"Unknown measure label {label!r}; measures: {sorted(MEASURE_NAMES)}.")
+    return MeasureParts(measure, effective, rolled, order)
+
+
+def measure_name(label: str) -> str:
+    """A sweep label as a reader names it: ``"alti rollout"`` -> ``"ALTI rollout"``,
+    ``"norm_residual+eff rollout (normalise last)"`` ->
+    ``"norm with residual rollout (effective attention, normalised last)"``."""
+    if isinstance(label, str) and label.startswith("hta ("):  # the cost table's "hta (exact)", "hta (estimate, ...)"
+        return "HTA " + label[len("hta ") :]
+    measure, effective, rolled, order = measure_parts(label)
+    name = MEASURE_NAMES[measure] + (" rollout" if rolled else "")
+    extras = (["effective attention"] if effective else []) + (
+        [order.replace("normalise", "normalised")] if order else []
+    )
+    return f"{name} ({', '.join(extras)})" if extras else name
 
 
 def check_aggregation(measure: str, aggregation: str | None) -> str:

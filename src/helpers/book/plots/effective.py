@@ -167,13 +167,14 @@ def plot_token_class_attention(summary: pd.DataFrame, source: str | None = None)
     return fig
 
 
-def plot_distribution_distances(distances: pd.DataFrame, ax=None):
+def plot_distribution_distances(distances: pd.DataFrame, title: str | None = None, ax=None):
     """How far the distributions with a head's output lie from raw and effective attention, per head.
 
     distances: one row per head (index: head number 1..h) with the columns
     "raw A to effective", "nearest distribution to effective" and "nearest
     distribution to raw A" (median L1 distance over a head's rows), as chapter 4
-    computes them with ``helpers.methods.distributions``. Grouped bars, one group per head.
+    computes them with ``helpers.methods.distributions``. Grouped bars, one group per head; ``title`` (the
+    layer and the input, say) heads the legend above the bars.
     """
     columns = ["raw A to effective", "nearest distribution to effective", "nearest distribution to raw A"]
     missing = [c for c in columns if c not in distances.columns]
@@ -190,5 +191,5 @@ def plot_distribution_distances(distances: pd.DataFrame, ax=None):
     ax.set_xticklabels([str(h) for h in distances.index])
     ax.set_xlabel("head")
     ax.set_ylabel("median L1 distance over rows")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, title=title)
     return ax

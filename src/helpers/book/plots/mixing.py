@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ...methods.rollout import MEASURE_NAMES, measure_name, measure_parts
 from ..paper import CONTEXT_MIXING_SOURCES
 
 
@@ -27,42 +28,88 @@ def _measure_colours(measures) -> dict[str, tuple]:
     return {base: tuple(colour) for base, colour in zip(bases, palette, strict=False)}
 
 
-def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None, ax=None):
-    """Median Spearman with the reference per layer (lines), with the interquartile band, one line per measure.
+# The families drawn together in one panel of ``plot_agreement``: two measures, each with its effective-attention
+# variant, and the positional prior: at most five lines in a panel.
+AGREEMENT_PANELS = (
+    ("attention and its norm", ("attention", "attention_norm")),
+    ("norms with the residual", ("norm_residual", "norm_residual_ln")),
+    ("GlobEnc and ALTI", ("globenc", "alti")),
+    ("value zeroing and gradient × input", ("value_zeroing", "grad_input")),
+)
+PANEL_LINES = 5
 
-    agreement: ``MixingSweep.agreement`` (columns measure, kind, layer, rho). Each base
-    measure has its own colour (tab10, tab20 past 10); its +eff variant shares it, dashed.
-    The legend stands right of the plot.
+
+def _agreement_panels(measures: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """``measures`` grouped by ``AGREEMENT_PANELS`` (the rest four to a panel), and the prior, drawn in each."""
+    prior = [m for m in measures if measure_parts(m)[0] == "positional prior"]
+    panels, placed = [], set(prior)
+    for title, family in AGREEMENT_PANELS:
+        members = [m for m in measures if measure_parts(m)[0] in family]
+        if members:
+            present = [base for base in family if any(measure_parts(m)[0] == base for m in members)]
+            named = title if len(present) == len(family) else " and ".join(MEASURE_NAMES[b] for b in present)
+            panels.append((named, members))
+            placed.update(members)
+    rest = [m for m in measures if m not in placed]
+    room = PANEL_LINES - len(prior)
+    panels += [("other measures", rest[k : k + room]) for k in range(0, len(rest), room)]
+    return panels, prior
+
+
+def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None):
+    """Median Spearman with the reference per layer, with the interquartile band: one panel per family of
+    measures (``AGREEMENT_PANELS``), at most five lines in a panel.
+
+    agreement: ``MixingSweep.agreement`` (columns measure, kind, layer, rho). In a panel each measure has its
+    own colour, solid with circles; its effective-attention variant shares the colour, dashed with squares; the
+    positional prior, where the sweep has it, is the grey dotted line of every panel. Lines are named as a
+    reader names the measures (``rollout.measure_name``), each panel's legend below it. Returns the axes (the
+    panels, row by row).
     """
     rows = agreement[agreement["kind"] == kind]
     if rows.empty:
         raise ValueError(f"No rows of kind {kind!r}.")
     stats = rows.groupby(["measure", "layer"])["rho"].quantile([0.25, 0.5, 0.75]).unstack()
     measures = list(measures) if measures is not None else list(stats.index.get_level_values(0).unique())
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9.6, 5.4), layout="constrained")
-    colours = _measure_colours(measures)
-    for measure in measures:
-        part = stats.loc[measure]
-        dashed = "+eff" in measure
-        colour = colours[base_measure(measure)]
-        ax.plot(
-            part.index,
-            part[0.5],
-            marker="s" if dashed else "o",
-            ms=5,
-            ls="--" if dashed else "-",
-            color=colour,
-            label=measure,
-        )
-        ax.fill_between(part.index, part[0.25], part[0.75], color=colour, alpha=0.08)
-    ax.set_xlabel("layer")
-    ax.set_xticks(sorted(rows["layer"].unique()))
+    missing = [m for m in measures if m not in stats.index.get_level_values(0)]
+    if missing:
+        raise ValueError(f"No {kind} agreement rows for {missing}.")
+    panels, prior = _agreement_panels(measures)
+    columns = 2 if len(panels) > 1 else 1
+    grid = -(-len(panels) // columns)
+    fig, axes = plt.subplots(
+        grid, columns, figsize=(10.4, 4.3 * grid + 0.4), sharex=True, sharey=True, layout="constrained", squeeze=False
+    )
+    palette = sns.color_palette("tab10", 10)
+    for ax, (title, members) in zip(axes.flat, panels, strict=False):
+        bases = list(dict.fromkeys(measure_parts(m)[0] for m in members))
+        for measure in members + prior:
+            part = stats.loc[measure]
+            base, effective = measure_parts(measure)[:2]
+            is_prior = measure in prior
+            colour = "0.45" if is_prior else palette[bases.index(base)]
+            ax.plot(
+                part.index,
+                part[0.5],
+                marker=None if is_prior else ("s" if effective else "o"),
+                ms=5,
+                ls=":" if is_prior else ("--" if effective else "-"),
+                color=colour,
+                label=measure_name(measure),
+            )
+            if not is_prior:
+                ax.fill_between(part.index, part[0.25], part[0.75], color=colour, alpha=0.1)
+        ax.set_title(title)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xticks(sorted(rows["layer"].unique()))
+        ax.tick_params(labelbottom=True)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=10, handlelength=2.6, frameon=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
     reference = "HTA (input -> layer l)" if kind == "global" else "layer-local HTA (layer l's input -> output)"
-    ax.set_ylabel(f"Spearman with {reference}\n(median over hidden tokens, band: IQR)")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6, borderaxespad=0.0)
-    return ax
+    fig.supylabel(f"Spearman with {reference}\n(median over hidden tokens, band: IQR)")
+    fig.supxlabel("layer")
+    return axes
 
 
 def plot_leave_one_out(loo: pd.DataFrame, paper: dict | None = None, ax=None):
@@ -94,7 +141,7 @@ def plot_leave_one_out(loo: pd.DataFrame, paper: dict | None = None, ax=None):
     if tables:
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=1)
     ax.set_yticks(y)
-    ax.set_yticklabels(stats.index, fontsize=10)
+    ax.set_yticklabels([measure_name(m) for m in stats.index], fontsize=10)
     ax.axvline(0, color="grey", lw=0.5)
     ax.set_xlabel("Spearman with leave-one-out change of the sentence embedding\n(median, IQR)")
     return ax
@@ -107,7 +154,7 @@ def plot_cost(cost: pd.DataFrame, ax=None):
         _, ax = plt.subplots(figsize=(8.0, 0.34 * len(table) + 1.2), layout="constrained")
     ax.barh(np.arange(len(table)), table["seconds per sentence"], color="#999999")
     ax.set_yticks(np.arange(len(table)))
-    ax.set_yticklabels(table.index, fontsize=10)
+    ax.set_yticklabels([measure_name(m) for m in table.index], fontsize=10)
     ax.set_xscale("log")
     ax.set_xlabel("seconds per sentence (this run)")
     return ax
