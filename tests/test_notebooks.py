@@ -174,6 +174,26 @@ def test_visible_code_registers_no_claim_and_sets_no_budget():
     assert not found, "visible lines that register a claim or set a budget:\n" + "\n".join(found)
 
 
+# how the book is run: the introduction's "Running the book yourself" says it once, the chapters' prose never
+RUNNING_JARGON = re.compile(
+    r"\bBOOK_[A-Z_]+\b|\bmake (?:bench|test|book|check|notebooks|colab|colab-check|lint|browser)\b|\bstrict mode\b"
+)
+
+
+def test_chapter_prose_leaves_how_the_book_is_run_to_the_introduction():
+    found = [
+        f"{notebook.name}: {match.group(0)!r}"
+        for notebook in CHAPTERS + [ROOT / "book" / "report.ipynb"]
+        for cell in _cells(notebook, "markdown")
+        for match in RUNNING_JARGON.finditer(cell.source)
+    ]
+    assert not found, "environment variables and make targets in chapter prose:\n" + "\n".join(found)
+    introduction = (ROOT / "book" / "intro.md").read_text()
+    assert "## Running the book yourself" in introduction
+    for name in ("BOOK_MODEL", "BOOK_CLAIMS=report", "BOOK_DEVICE=cuda", "BOOK_PROGRESS=0", "make bench"):
+        assert name in introduction, f"the introduction's running section does not say {name}"
+
+
 def test_the_checks_of_visible_code_can_fail():
     """The two checks above, on cells that break them."""
     bound, read = _names("rows = budget_rows(n)\nfor k in rows:\n    print(k, [j for j in range(k)])")

@@ -424,6 +424,7 @@ def test_page(browser, server, page_path):
         problems += stutter_problems(page.evaluate(_PROSE_TEXT_JS))
         problems += small_figures(page, MIN_FIGURE_SCALE)
         problems += [f"overflows the column: {item}" for item in page.evaluate(_OVERFLOW_JS)]
+        problems += [f"a glued value set apart in weight: {item}" for item in page.evaluate(_HEAVY_GLUE_JS)]
         if page_path == "book/report.html":
             problems += [f"before the report's verdict table: {item}" for item in page.evaluate(_BEFORE_VERDICT_JS)]
         widgets = page.evaluate(_WIDGETS_WITHOUT_STATIC_JS)
@@ -443,6 +444,12 @@ def test_page(browser, server, page_path):
     finally:
         context.close()
     assert not problems, f"{page_path}:\n  " + "\n  ".join(problems)
+
+
+# A glued value (span.pasted-text) reads as the text around it: the same weight as its parent (book.css).
+_HEAVY_GLUE_JS = """() => [...document.querySelectorAll('article span.pasted-text')]
+  .filter(s => getComputedStyle(s).fontWeight !== getComputedStyle(s.parentElement).fontWeight)
+  .slice(0, 5).map(s => s.textContent.trim().slice(0, 60))"""
 
 
 PHONE = {"width": 390, "height": 844}
