@@ -452,6 +452,11 @@ _HEAVY_GLUE_JS = """() => [...document.querySelectorAll('article span.pasted-tex
   .slice(0, 5).map(s => s.textContent.trim().slice(0, 60))"""
 
 
+# Every verdict of a scoreboard is on the screen without scrolling sideways (book.css: a row is a card on a phone).
+_VERDICTS_OFF_SCREEN_JS = """() => [...document.querySelectorAll('table.scoreboard td.verdict')]
+  .filter(td => { const r = td.getBoundingClientRect(); return r.width > 0 && (r.left < 0 || r.right > innerWidth); })
+  .slice(0, 3).map(td => td.closest('tr').textContent.trim().slice(0, 60))"""
+
 PHONE = {"width": 390, "height": 844}
 # On a phone a figure may scroll sideways in its box (book.js), but its 10-pt text never renders under 6 px.
 PHONE_MIN_FIGURE_SCALE = 6 / (10 * FIGURE_DPI / 72)
@@ -483,6 +488,7 @@ def test_page_at_phone_width(browser, server, page_path):
             if not item.startswith("a display equation")
         ]
         problems += small_figures(page, PHONE_MIN_FIGURE_SCALE)
+        problems += [f"a scoreboard verdict off the screen: {item}" for item in page.evaluate(_VERDICTS_OFF_SCREEN_JS)]
         page.screenshot(
             path=str(SCREENSHOTS / ("phone__" + page_path.replace("/", "__").removesuffix(".html") + ".png"))
         )
