@@ -16,9 +16,16 @@ document.addEventListener("DOMContentLoaded", function () {
     img.parentNode.insertBefore(box, img);
     box.appendChild(link);
     link.appendChild(img);
+    var hint = document.createElement("p");
+    hint.className = "figure-scroll-hint";
+    hint.textContent = "The figure is wider than the screen: swipe sideways, or tap it to open it at full size.";
+    box.parentNode.insertBefore(hint, box.nextSibling);
     var keepLegible = function () {
       if (img.naturalWidth) img.style.minWidth = Math.round(img.naturalWidth * LEGIBLE_SCALE) + "px";
+      // the hint shows only where the figure does not fit its box (book.css)
+      box.classList.toggle("scrolls", box.scrollWidth > box.clientWidth + 1);
     };
+    window.addEventListener("resize", keepLegible);
     if (img.complete) keepLegible();
     else img.addEventListener("load", keepLegible);
   });

@@ -154,7 +154,7 @@ def test_the_report_counts_paper_claims_findings_and_checks_apart(tmp_path):
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
     departures = scoreboard.departures_html(report, links={"01_a": "01_a.html"})
     assert departures.count("<li>") == 1 and "<em>not reproduced</em>. A claim." in departures
-    assert "This model: 0.40 [0.30, 0.60]" in departures and "the interval does not clear the control" in departures
+    assert "Here: 0.40 [0.30, 0.60]" in departures and "the interval does not clear the control" in departures
     assert scoreboard.departures_html(report[report.verdict == "reproduced"]) == "<p>None.</p>"
 
 
@@ -169,9 +169,14 @@ def test_a_departure_reads_as_sentences():
     }
     text = helpers.book.scoreboard.departure_sentences(row)
     assert text == (
-        "Of the special tokens, [SEP] draws the most raw attention. The paper: [SEP] in the middle and late "
-        "layers. This model: -0.26 [-0.27, -0.25] over 115 sequences; the control, no difference between [SEP] "
+        "Of the special tokens, [SEP] draws the most raw attention. Published: [SEP] in the middle and late "
+        "layers. Here: -0.26 [-0.27, -0.25] over 115 sequences; the control, no difference between [SEP] "
         "and [CLS], gives 0.00, and the interval lies on the other side of the control. This model's sink is [CLS]."
+    )
+    sink = {**row, "note": "", "control": "position 1: 0.003 [0.001, 0.005] (bound 0.500, from the paper)"}
+    assert helpers.book.scoreboard.departure_sentences(sink).endswith(
+        "the control, position 1, gives 0.003 [0.001, 0.005], and the published bound is 0.500, which the "
+        "interval does not clear."
     )
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
     assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")

@@ -457,6 +457,13 @@ _VERDICTS_OFF_SCREEN_JS = """() => [...document.querySelectorAll('table.scoreboa
   .filter(td => { const r = td.getBoundingClientRect(); return r.width > 0 && (r.left < 0 || r.right > innerWidth); })
   .slice(0, 3).map(td => td.closest('tr').textContent.trim().slice(0, 60))"""
 
+# A figure that scrolls sideways says so: book.js shows a hint under it.
+_SILENT_SCROLL_JS = """() => [...document.querySelectorAll('div.figure-scroll')]
+  .filter(box => box.scrollWidth > box.clientWidth + 1)
+  .filter(box => { const h = box.nextElementSibling;
+                   return !(h && h.matches('p.figure-scroll-hint') && getComputedStyle(h).display !== 'none'); })
+  .slice(0, 3).map(box => (box.querySelector('img') || {}).src)"""
+
 PHONE = {"width": 390, "height": 844}
 # On a phone a figure may scroll sideways in its box (book.js), but its 10-pt text never renders under 6 px.
 PHONE_MIN_FIGURE_SCALE = 6 / (10 * FIGURE_DPI / 72)
@@ -489,6 +496,9 @@ def test_page_at_phone_width(browser, server, page_path):
         ]
         problems += small_figures(page, PHONE_MIN_FIGURE_SCALE)
         problems += [f"a scoreboard verdict off the screen: {item}" for item in page.evaluate(_VERDICTS_OFF_SCREEN_JS)]
+        problems += [
+            f"a figure wider than the screen without a hint: {src}" for src in page.evaluate(_SILENT_SCROLL_JS)
+        ]
         page.screenshot(
             path=str(SCREENSHOTS / ("phone__" + page_path.replace("/", "__").removesuffix(".html") + ".png"))
         )

@@ -250,6 +250,8 @@ def _sentence(text: str) -> str:
     return f"{text[:1].upper()}{text[1:]}." if text else ""
 
 
+# "(bound 0.500, from the paper)" in a control's text: the threshold the claim must clear instead
+_BOUND = re.compile(r"\s*\(bound ([^,()]+), from the paper\)")
 # what each verdict of a paper claim says about its interval, in words
 _VERDICT_READING = {
     "in direction only": "the interval clears the control, but the published figure lies outside it",
@@ -268,12 +270,18 @@ def departure_sentences(row: dict) -> str:
         return " ".join([_sentence(row["claim"]), *(_sentence(r) for r in reasons)])
     text = [_sentence(row["claim"])]
     if row.get("published"):
-        text.append(f"The paper: {row['published'].rstrip('.')}.")
+        text.append(f"Published: {row['published'].rstrip('.')}.")
     if row.get("here"):
-        description, _, value = str(row["control"]).rpartition(": ")
+        control_text = str(row["control"])
+        bound = _BOUND.search(control_text)  # a threshold from the paper, stricter than the control
+        control_text = _BOUND.sub("", control_text)
+        description, _, value = control_text.rpartition(": ")
         control = f"the control, {description}, gives {value}" if description else f"the control gives {value}"
-        reading = _VERDICT_READING["reversed" if reversed_ else row["verdict"]]
-        text.append(f"This model: {row['here']}; {control}, and {reading}.")
+        if bound and not reversed_ and row["verdict"] == "not reproduced":
+            reading = f"the published bound is {bound[1]}, which the interval does not clear"
+        else:
+            reading = _VERDICT_READING["reversed" if reversed_ else row["verdict"]]
+        text.append(f"Here: {row['here']}; {control}, and {reading}.")
     text += [_sentence(r) for r in reasons]
     return " ".join(text)
 

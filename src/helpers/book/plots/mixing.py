@@ -78,7 +78,7 @@ def plot_agreement(agreement: pd.DataFrame, kind: str = "global", measures=None)
     columns = 2 if len(panels) > 1 else 1
     grid = -(-len(panels) // columns)
     fig, axes = plt.subplots(
-        grid, columns, figsize=(10.4, 4.3 * grid + 0.4), sharex=True, sharey=True, layout="constrained", squeeze=False
+        grid, columns, figsize=(9.6, 4.3 * grid + 0.4), sharex=True, sharey=True, layout="constrained", squeeze=False
     )
     palette = sns.color_palette("tab10", 10)
     for ax, (title, members) in zip(axes.flat, panels, strict=False):
