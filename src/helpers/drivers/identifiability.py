@@ -232,11 +232,12 @@ def probe_layers(
 
 
 def generalisation_matrix(
-    maps: Sequence[TokenMap], test: HiddenTokens, hidden_states: Iterable[int] | None = None
+    maps: Sequence[TokenMap], test: HiddenTokens, hidden_states: Iterable[int] | None = None, progress: bool = True
 ) -> torch.Tensor:
     """Rate of each map (trained on its own hidden state) applied to every test hidden state.
 
     Returns (len(maps), len(hidden_states)): (i, j) is the rate of ``maps[i]`` on ``hidden_states[j]`` (default 0..L).
+    ``progress``: a bar over the maps.
     """
     if len(maps) == 0:
         raise ValueError("No maps given: pass the maps of probe_layers, e.g. probes.maps[('linear', 'cosine')].")
@@ -247,7 +248,7 @@ def generalisation_matrix(
     queries_sequence = test.sequence.repeat(len(chosen))  # all hidden states in one search: (len(chosen) * N,)
     own = torch.arange(N)
     out = torch.empty(len(maps), len(chosen))
-    for i, token_map in enumerate(maps):
+    for i, token_map in enumerate(progress_bar(maps, "maps", progress)):
         predicted = token_map(test.hidden[chosen].reshape(-1, d))
         nearest = nearest_in_sequence(predicted, queries_sequence, test.x, test.sequence, token_map.distance)
         out[i] = (nearest.view(len(chosen), N) == own).float().mean(dim=1)
