@@ -11,8 +11,8 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 PYTEST_NBVAL := -p tests.nbval_tolerance --nbval --nbval-current-env --nbval-cell-timeout=1200 --nbval-sanitize-with tests/nbval_sanitize.cfg
 # It runs on other CPU kernels than the ones that wrote the committed outputs (ATen's and MKL's generic
 # code paths, which no machine uses by default; one thread per process), so an output that only one CPU
-# reproduces fails here, not on a reader's machine.
-OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1
+# reproduces fails here, not on a reader's machine. BOOK_PROGRESS=0: no progress bars, as in the committed outputs.
+OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 BOOK_PROGRESS=0
 # Two workers on two cores; a notebook's cells run in order in one kernel on one worker (tests/conftest.py).
 # --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
 PYTEST_PARALLEL := -n 2 --durations=12
