@@ -17,7 +17,7 @@ from transformers import PreTrainedModel
 
 from ..drivers.mixing import PairPlan, plan_pairs
 from ..model.numbering import check_count
-from .chapters import work_scale
+from .chapters import layers_and_width, work_scale
 from .paper import BERT_BASE
 
 __all__ = [
@@ -69,25 +69,17 @@ class ProbePlan(NamedTuple):
     epochs: int
 
 
-def _layers_and_width(model: PreTrainedModel) -> tuple[int, int]:
-    config = getattr(model, "config", None)
-    layers, d = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
-    if not layers or not d:
-        raise ValueError(f"{type(model).__name__} has no num_hidden_layers / hidden_size in its config.")
-    return layers, d
-
-
 def passage_stride(model: PreTrainedModel) -> int:
     """Chapter 2's rank sweep: every stride-th passage. A forward pass per prefix costs about L d per token
     here (ranks, not Jacobians): 1 up to a quarter of BERT-Base's L d, 4 on BERT-Base."""
-    layers, d = _layers_and_width(model)
+    layers, d = layers_and_width(model)
     return max(1, round(4 * layers * d / (BERT_BASE.num_layers * BERT_BASE.d)))
 
 
 def corpus_step(model: PreTrainedModel) -> int:
     """Chapters 4 and 5: the corpus is thinned by this step, 4 L d^2 / (L d^2 of BERT-Base), at least 1
     (1 for the bundled encoder and smaller models, 4 for BERT-Base)."""
-    layers, d = _layers_and_width(model)
+    layers, d = layers_and_width(model)
     return max(1, round(4 * layers * d**2 / (BERT_BASE.num_layers * BERT_BASE.d**2)))
 
 
@@ -138,7 +130,7 @@ def attribution_sample(model: PreTrainedModel, tokenizer, pairs: Sequence, seed:
     """Chapter 6's corpus: a seeded sample of the pairs of at most ``ATTRIBUTION_MAX_TOKENS`` tokens. The HTA
     estimate costs about samples L n^2 d^2 per pair: 12 pairs while L d^2 stays within 10^6 (the bundled
     encoder), fewer in proportion beyond it, never fewer than 3 (BERT-Base: 3)."""
-    layers, d = _layers_and_width(model)
+    layers, d = layers_and_width(model)
     count = max(3, min(12, round(12 * 1e6 / (layers * d**2))))
     short = [p for p in pairs if len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= ATTRIBUTION_MAX_TOKENS]
     return random.Random(seed).sample(short, count)

@@ -7,6 +7,8 @@ default.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from transformers import AutoConfig, PreTrainedModel
 
 from ..model.decoder import DECODER_MODEL
@@ -14,7 +16,14 @@ from ..model.families import UnsupportedFamilyError, family_of
 from ..model.loaded import LoadedModel
 from ..model.loading import DEFAULT_MODEL, bundled_model_dir, load_model
 
-__all__ = ["CHAPTER_NEEDS", "chapter_applies", "chapter_default_model", "load_for_chapter", "work_scale"]
+__all__ = [
+    "CHAPTER_NEEDS",
+    "chapter_applies",
+    "chapter_default_model",
+    "layers_and_width",
+    "load_for_chapter",
+    "work_scale",
+]
 
 
 # What each chapter's method needs from the model:
@@ -104,6 +113,22 @@ def load_for_chapter(name: str | None, chapter: str) -> LoadedModel:
     return LoadedModel(model, tokenizer)
 
 
+class ModelShape(NamedTuple):
+    """What a model's cost scales with: its number of layers L and its hidden size d."""
+
+    num_layers: int
+    d: int
+
+
+def layers_and_width(model: PreTrainedModel) -> ModelShape:
+    """``ModelShape(L, d)`` from the model's config (``num_hidden_layers``, ``hidden_size``)."""
+    config = getattr(model, "config", None)
+    layers, d = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    if not layers or not d:
+        raise ValueError(f"{type(model).__name__} has no num_hidden_layers / hidden_size in its config.")
+    return ModelShape(layers, d)
+
+
 def work_scale(model: PreTrainedModel, power: int = 2) -> float:
     """How much more work ``model`` costs than the bundled default encoder: L d^power / (L_0 d_0^power).
 
@@ -115,10 +140,6 @@ def work_scale(model: PreTrainedModel, power: int = 2) -> float:
     """
     if power not in (2, 3):
         raise ValueError(f"power must be 2 (per token) or 3 (exact HTA); got {power!r}.")
-    config = getattr(model, "config", None)
-    layers = getattr(config, "num_hidden_layers", None)
-    d = getattr(config, "hidden_size", None)
-    if not layers or not d:
-        raise ValueError(f"{type(model).__name__} has no num_hidden_layers / hidden_size in its config.")
+    layers, d = layers_and_width(model)
     default = AutoConfig.from_pretrained(bundled_model_dir())
     return layers * d**power / (default.num_hidden_layers * default.hidden_size**power)

@@ -10,24 +10,6 @@ import seaborn as sns
 from ...methods.rollout import MEASURE_NAMES, measure_name, measure_parts
 from ..paper import CONTEXT_MIXING_SOURCES
 
-
-def base_measure(measure: str) -> str:
-    """The measure without its effective-attention variant: "globenc+eff rollout" -> "globenc rollout"."""
-    return measure.replace("+eff", "")
-
-
-def _measure_colours(measures) -> dict[str, tuple]:
-    """One colour per base measure (a measure and its +eff variant share it), none repeated.
-
-    Up to 10 base measures take matplotlib's "tab10" palette, more take "tab20".
-    """
-    bases = list(dict.fromkeys(base_measure(m) for m in measures))
-    palette = sns.color_palette("tab10" if len(bases) <= 10 else "tab20", max(len(bases), 1))
-    if len(bases) > len(set(palette)):
-        palette = sns.color_palette("husl", len(bases))
-    return {base: tuple(colour) for base, colour in zip(bases, palette, strict=False)}
-
-
 # The families drawn together in one panel of ``plot_agreement``: two measures, each with its effective-attention
 # variant, and the positional prior: at most five lines in a panel.
 AGREEMENT_PANELS = (
