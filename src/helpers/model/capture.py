@@ -51,6 +51,8 @@ class HeadRecord:
 
 
 _recorders: list[list[HeadRecord]] = []
+# inside ``editing()``: edit(module, A (B, h, n, k), values (B, h, k, d_v)) -> (A, values), applied before A V
+_editors: list = []
 
 
 def repeat_kv(X: torch.Tensor, groups: int) -> torch.Tensor:
@@ -92,6 +94,8 @@ def eager_attention(
     A = nn.functional.dropout(A, p=dropout, training=module.training)
     if _recorders:
         _recorders[-1].append(HeadRecord(module, query, key, value, A, float(scaling)))
+    if _editors:  # after the record: a capture inside an edit sees the model's own A and V
+        A, values = _editors[-1](module, A, values)
     output = A @ values
     return output.transpose(1, 2).contiguous(), A
 
@@ -107,21 +111,48 @@ def register() -> str:
 
 
 @contextlib.contextmanager
+def _attention_function(model: nn.Module) -> Iterator[None]:
+    """Within the block, ``model`` runs this module's attention function; its own is restored afterwards."""
+    register()
+    previous = model.config._attn_implementation
+    try:
+        model.set_attn_implementation(CAPTURE)
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+@contextlib.contextmanager
+def editing(model: nn.Module, edit) -> Iterator[None]:
+    """Within the block, every attention call of ``model`` outputs ``A' V'`` with ``(A', V') = edit(module, A, V)``.
+
+    ``edit(module, A, values)`` gets the calling attention module (``module.layer_idx`` is its 0-based
+    layer), ``A``: (B, h, n, k) and ``values``: (B, h, k, d_v) (already repeated for grouped heads),
+    and returns the two tensors to multiply, of the same shapes. Edits do not nest: the innermost applies.
+    """
+    if not callable(edit):
+        raise TypeError(f"edit must be callable (module, A, values) -> (A, values); got {type(edit).__name__}.")
+    _editors.append(edit)
+    try:
+        with _attention_function(model):
+            yield
+    finally:
+        _editors.pop()
+
+
+@contextlib.contextmanager
 def recording(model: nn.Module) -> Iterator[list[HeadRecord]]:
     """Within the block, ``model`` runs the capture function and every call is appended to the yielded list.
 
     The model's attention implementation is restored afterwards.
     """
-    register()
-    previous = model.config._attn_implementation
     records: list[HeadRecord] = []
     _recorders.append(records)
     try:
-        model.set_attn_implementation(CAPTURE)
-        yield records
+        with _attention_function(model):
+            yield records
     finally:
         _recorders.pop()
-        model.set_attn_implementation(previous)
 
 
 @torch.no_grad()

@@ -1,0 +1,147 @@
+"""Interventions on a causal model's attention, scored by the next-token loss (chapter 9).
+
+:func:`intervention_losses` runs a decoder on a batch of texts, cut to one length, once as
+it is and once per intervention (``helpers.methods.interventions``), control position and
+(optionally) edited layer, and returns the change in next-token loss per text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+import torch
+from torch.nn import functional
+from transformers import BatchEncoding, PreTrainedModel
+
+from ..methods.interventions import INTERVENTIONS, PositionEdit
+from ..methods.linalg import numerical_rank
+from ..model.capture import capture, editing
+from ..model.numbering import layer_index, layer_number
+from ..model.progress import progress_bar
+from ..model.text import encode, first_tokens
+
+__all__ = ["intervention_losses"]
+
+
+def _batch(model: PreTrainedModel, tokenizer, texts: Sequence[str], length: int) -> torch.Tensor:
+    """(N, length) token ids: every text cut to its first ``length`` tokens (no padding)."""
+    if isinstance(texts, str) or len(texts) == 0:
+        raise ValueError("texts must be a non-empty sequence of strings.")
+    return torch.cat([first_tokens(encode(tokenizer, text, model=model), length)["input_ids"] for text in texts])
+
+
+def _roles(
+    count: int, positions: Sequence[int], random_position: bool, first_row: int, seed: int
+) -> dict[str, torch.Tensor]:
+    """Role -> (count,) positions: ``"sink"`` for 0, ``"position k"``, and ``"random"`` (2..first_row - 1, seeded)."""
+    roles = {("sink" if k == 0 else f"position {k}"): torch.full((count,), int(k)) for k in positions}
+    if random_position:
+        if first_row < 3:
+            raise ValueError(f"A random position is drawn from 2..first_row - 1; first_row = {first_row} is too small.")
+        generator = torch.Generator().manual_seed(int(seed))
+        roles["random"] = torch.randint(2, first_row, (count,), generator=generator)
+    return roles
+
+
+def _losses(model: PreTrainedModel, ids: torch.Tensor, first_row: int, edit=None) -> torch.Tensor:
+    """(N,) mean next-token cross-entropy of the predictions made at rows first_row..n-2."""
+    inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
+    with torch.no_grad():
+        if edit is None:
+            logits = model(**inputs).logits
+        else:
+            with editing(model, edit):
+                logits = model(**inputs).logits
+    predicted = logits[:, first_row:-1].float()  # (N, rows, vocab)
+    targets = inputs["input_ids"][:, first_row + 1 :]
+    loss = functional.cross_entropy(predicted.transpose(1, 2), targets, reduction="none")
+    return loss.mean(dim=1).cpu().double()
+
+
+def _checked(model: PreTrainedModel, ids: torch.Tensor, kinds: Sequence[str]) -> tuple[int, int, int]:
+    """(L, query heads per key/value head, d_v) of a causal model, after the method's checks."""
+    if model.training:
+        raise ValueError("The model is in training mode; call model.eval() first.")
+    unknown = [k for k in kinds if k not in INTERVENTIONS]
+    if unknown or len(kinds) == 0:
+        raise ValueError(f"kinds must be a non-empty subset of {INTERVENTIONS}; got {list(kinds)!r}.")
+    internals = capture(model, BatchEncoding({"input_ids": ids[:1], "attention_mask": torch.ones_like(ids[:1])}))
+    if not internals.causal:
+        raise ValueError(
+            f"Interventions on the sink take causal models (decoders); {internals.family} is bidirectional."
+        )
+    if "effective weight" in kinds and not bool((numerical_rank(internals.H) == internals.H.shape[-2]).all()):
+        raise ValueError("Some H_h lacks full row rank, so range(V_h) is not range(T_h); the effective edit needs it.")
+    return internals.num_layers, internals.groups, internals.V.shape[-1]
+
+
+def intervention_losses(
+    model: PreTrainedModel,
+    tokenizer,
+    texts: Sequence[str],
+    length: int,
+    kinds: Sequence[str] = INTERVENTIONS,
+    positions: Sequence[int] = (0, 1),
+    random_position: bool = True,
+    layers: Iterable[int] | None = None,
+    each_layer: bool = False,
+    first_row: int | None = None,
+    seed: int = 0,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The change in next-token loss when each intervention edits each position, per text.
+
+    Args:
+        model, tokenizer: a causal model (eval mode) and its tokenizer.
+        texts: N texts of at least ``length`` tokens; each is cut to its first ``length``.
+        kinds: interventions from ``helpers.methods.interventions.INTERVENTIONS``.
+        positions: the edited positions (0, the sink, and its controls); with
+            ``random_position`` also one position per text drawn from 2..first_row - 1 (``seed``).
+        layers: layer numbers (1..L) to edit; None: every layer.
+        each_layer: edit those layers one at a time (a ``layer`` column) instead of all together.
+        first_row: the loss is the mean cross-entropy of the predictions made at rows
+            first_row..length - 2 (default d_v: rows whose prefix can have a null space; every
+            edited position lies in their prefix).
+        batch_size: texts per forward pass.
+
+    Returns:
+        One row per text, kind and role (and edited layer): ``example`` (index into ``texts``),
+        ``kind``, ``role`` ("sink", "position k", "random"), ``position``, (``layer``,)
+        ``clean`` (the loss without an edit), ``loss`` and ``delta`` = loss - clean.
+    """
+    ids = _batch(model, tokenizer, texts, length)
+    kinds = list(kinds)
+    num_layers, groups, d_v = _checked(model, ids, kinds)
+    first_row = d_v if first_row is None else int(first_row)
+    if not 3 <= first_row <= length - 2:
+        raise ValueError(f"first_row must lie in 3..length - 2 = {length - 2}; got {first_row}.")
+    chosen = range(num_layers) if layers is None else sorted({layer_index(k, num_layers) for k in layers})
+    edited = [frozenset([k]) for k in chosen] if each_layer else [frozenset(chosen)]
+    roles = _roles(len(texts), positions, random_position, first_row, seed)
+    if any(int(p.max()) >= first_row for p in roles.values()):
+        raise ValueError(f"Every edited position must lie before first_row = {first_row}; got {list(positions)}.")
+    batches = [slice(start, start + batch_size) for start in range(0, len(texts), batch_size)]
+    clean = torch.cat([_losses(model, ids[b], first_row) for b in batches])
+    frames = []
+    runs = [(layer_set, kind, role) for layer_set in edited for kind in kinds for role in roles]
+    for layer_set, kind, role in progress_bar(runs, "interventions", progress):
+        loss = torch.cat(
+            [_losses(model, ids[b], first_row, PositionEdit(kind, roles[role][b], layer_set, groups)) for b in batches]
+        )
+        frame = pd.DataFrame(
+            {
+                "example": range(len(texts)),
+                "kind": kind,
+                "role": role,
+                "position": roles[role].numpy(),
+                "clean": clean.numpy(),
+                "loss": loss.numpy(),
+                "delta": (loss - clean).numpy(),
+            }
+        )
+        if each_layer:
+            frame.insert(4, "layer", layer_number(next(iter(layer_set))))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,93 @@
+"""Edits of the attention on one position, to ask what a causal model uses (chapter 9).
+
+The null space says what a head's output cannot see; an intervention says what the
+model's predictions depend on. Each edit changes, in every head of the chosen layers,
+one thing about one position ``p`` (one per sequence of the batch):
+
+* ``"zero value"``: the value row ``V_h[p] = 0``, so no query takes anything from ``p``
+  (its attention weight still counts in the softmax's normalisation);
+* ``"median value norm"``: ``V_h[p]`` rescaled, in its own direction, to the median norm
+  of the head's other value rows (a value drain undone);
+* ``"effective weight"``: the weight ``a_ip`` of every row replaced by its effective part
+  ``(P_i a_i)_p`` (chapter 9's row-by-row effective attention), the other weights kept. The
+  whole effective row would change nothing the head writes; one entry of it changes the
+  output by ``((P_i a_i)_p - a_ip) v_p``, the null weight on ``p`` times ``p``'s value.
+
+An edit is a callable ``(module, A, values) -> (A, values)`` for
+:func:`helpers.model.capture.editing`; ``A``: (B, h, n, n), ``values``: (B, h, n, d_v).
+The effective weight is computed from the edited run's own ``A`` and values, layer by
+layer, with ``range(V_h[:i+1])`` for ``range(T_h[:i+1])``: equal when ``H_h`` has full row
+rank, which the caller checks (:func:`helpers.drivers.decoder.intervention_losses` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .causal import causal_effective_attention
+from .linalg import DEFAULT_RTOL
+
+__all__ = ["INTERVENTIONS", "PositionEdit"]
+
+INTERVENTIONS = ("zero value", "median value norm", "effective weight")
+
+
+@dataclass(frozen=True)
+class PositionEdit:
+    """One intervention at one position per sequence, in every head of ``layers``.
+
+    kind: one of ``INTERVENTIONS``.
+    positions: (B,) the edited position of each sequence of the batch.
+    layers: 0-based layer indices to edit; None edits every layer.
+    groups: query heads per key/value head (the values of a group are equal).
+    """
+
+    kind: str
+    positions: torch.Tensor
+    layers: frozenset[int] | None = None
+    groups: int = 1
+    rtol: float = DEFAULT_RTOL
+
+    def __post_init__(self):
+        if self.kind not in INTERVENTIONS:
+            raise ValueError(f"kind must be one of {INTERVENTIONS}; got {self.kind!r}.")
+        if not isinstance(self.positions, torch.Tensor) or self.positions.dim() != 1:
+            raise ValueError("positions must be a 1-D tensor: one position per sequence of the batch.")
+        if self.positions.dtype not in (torch.int32, torch.int64) or bool((self.positions < 0).any()):
+            raise ValueError("positions must be non-negative integers.")
+
+    @classmethod
+    def at(cls, kind: str, positions: Iterable[int], layers: Iterable[int] | None = None, groups: int = 1):
+        """The edit from plain integers (0-based positions and layers)."""
+        chosen = None if layers is None else frozenset(int(k) for k in layers)
+        return cls(kind, torch.tensor([int(p) for p in positions]), chosen, groups)
+
+    def __call__(self, module: nn.Module, A: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.layers is not None and module.layer_idx not in self.layers:
+            return A, values
+        B, _, n, _ = A.shape
+        if len(self.positions) != B:
+            raise ValueError(f"The edit has {len(self.positions)} positions for a batch of {B} sequences.")
+        if bool((self.positions >= n).any()):
+            raise ValueError(f"An edited position lies past the sequence's {n} tokens.")
+        batch, p = torch.arange(B), self.positions.to(A.device)
+        if self.kind == "zero value":
+            values = values.clone()
+            values[batch, :, p] = 0.0
+        elif self.kind == "median value norm":
+            norms = values.norm(dim=-1)  # (B, h, n)
+            others = norms.clone()
+            others[batch, :, p] = float("nan")
+            target = others.nanmedian(dim=-1).values  # (B, h)
+            scale = target / norms[batch, :, p].clamp_min(torch.finfo(norms.dtype).tiny)
+            values = values.clone()
+            values[batch, :, p] = values[batch, :, p] * scale[..., None]
+        else:
+            effective = causal_effective_attention(A, values, groups=self.groups, rtol=self.rtol).effective
+            A = A.clone()
+            A[batch, :, :, p] = effective[batch, :, :, p]
+        return A, values

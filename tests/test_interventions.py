@@ -1,0 +1,161 @@
+"""Interventions on a causal model's attention (helpers.methods.interventions, helpers.drivers.interventions)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional
+
+import helpers
+from helpers.drivers.interventions import _roles, intervention_losses
+from helpers.methods.causal import causal_effective_attention
+from helpers.methods.interventions import INTERVENTIONS, PositionEdit
+from helpers.model.capture import editing
+
+from .conftest import make_tiny_bert
+
+TEXTS = [
+    "The cat sat on the mat because it was warm, and the dog slept by the door all night long.",
+    "When the rain stopped, the children ran out to the field and played until the sun went down.",
+    "An old map of the harbour hung in the hall, its corners brown and curled with age and damp.",
+]
+LENGTH = 16
+
+
+class _Module:
+    """Stands in for an attention module: the edits read only ``layer_idx``."""
+
+    def __init__(self, layer_idx: int = 0):
+        self.layer_idx = layer_idx
+
+
+def _causal_attention(B: int, h: int, n: int, seed: int = 0) -> torch.Tensor:
+    logits = torch.randn(B, h, n, n, generator=torch.Generator().manual_seed(seed))
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    return torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+@pytest.fixture(scope="module")
+def tiny_causal_llama():
+    import transformers as tf
+
+    tokenizer = helpers.model.decoder.decoder_tokenizer()
+    torch.manual_seed(0)
+    config = tf.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
+    return tf.LlamaForCausalLM(config).eval(), tokenizer
+
+
+def test_zero_value_and_median_norm_edit_one_row_per_sequence():
+    A, values = _causal_attention(2, 3, 6), torch.randn(2, 3, 6, 4)
+    positions = torch.tensor([0, 2])
+    _, zeroed = PositionEdit("zero value", positions)(_Module(), A, values)
+    assert torch.equal(zeroed[0, :, 0], torch.zeros(3, 4)) and torch.equal(zeroed[1, :, 2], torch.zeros(3, 4))
+    untouched = torch.ones(2, 3, 6, dtype=torch.bool)
+    untouched[0, :, 0] = untouched[1, :, 2] = False
+    assert torch.equal(zeroed[untouched], values[untouched])
+    _, rescaled = PositionEdit("median value norm", positions)(_Module(), A, values)
+    for b, p in enumerate(positions.tolist()):
+        others = [j for j in range(6) if j != p]
+        median = values[b, :, others].norm(dim=-1).median(dim=-1).values  # torch's lower median, as nanmedian
+        assert torch.allclose(rescaled[b, :, p].norm(dim=-1), median, atol=1e-6)
+        cosine = functional.cosine_similarity(rescaled[b, :, p], values[b, :, p], dim=-1)
+        assert torch.allclose(cosine, torch.ones(3), atol=1e-6)  # the direction is kept
+    assert torch.equal(rescaled[untouched], values[untouched])
+
+
+def test_effective_weight_edits_one_column_with_chapter_9s_split():
+    n, d_v = 7, 3  # rows 3.. have a null space
+    A, values = _causal_attention(1, 2, n, seed=1), torch.randn(1, 2, n, d_v, dtype=torch.float32)
+    edited, same_values = PositionEdit.at("effective weight", [0])(_Module(), A, values)
+    effective = causal_effective_attention(A, values).effective
+    assert torch.equal(same_values, values)
+    assert torch.allclose(edited[..., 0], effective[..., 0])
+    assert torch.equal(edited[..., 1:], A[..., 1:])
+    assert torch.equal(edited[..., :d_v, 0], A[..., :d_v, 0])  # full-rank prefixes: nothing to remove
+    assert not torch.allclose(edited[..., d_v:, 0], A[..., d_v:, 0])
+
+
+def test_an_edit_leaves_other_layers_alone_and_rejects_bad_input():
+    A, values = _causal_attention(1, 2, 5), torch.randn(1, 2, 5, 3)
+    edit = PositionEdit.at("zero value", [1], layers=[1])
+    assert edit(_Module(0), A, values)[1] is values
+    assert not torch.equal(edit(_Module(1), A, values)[1], values)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        PositionEdit.at("zero key", [0])
+    with pytest.raises(ValueError, match="one position per sequence"):
+        PositionEdit("zero value", torch.tensor(0))
+    with pytest.raises(ValueError, match="for a batch of 1"):
+        PositionEdit.at("zero value", [0, 1])(_Module(), A, values)
+    with pytest.raises(ValueError, match="past the sequence"):
+        PositionEdit.at("zero value", [5])(_Module(), A, values)
+
+
+def test_editing_runs_the_edit_and_restores_the_model(tiny_causal_llama):
+    model, _ = tiny_causal_llama
+    ids = torch.randint(0, 1000, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(ids).logits
+        calls = []
+
+        def identity(module, A, values):
+            calls.append(module.layer_idx)
+            return A, values
+
+        with editing(model, identity):
+            same = model(ids).logits
+        with editing(model, PositionEdit.at("zero value", [0, 0])):
+            changed = model(ids).logits
+        after = model(ids).logits
+    assert calls == [0, 1]
+    assert torch.allclose(same, before, atol=1e-5)
+    assert not torch.allclose(changed, before, atol=1e-3)
+    assert torch.equal(after, before) and model.config._attn_implementation == "eager"
+    with pytest.raises(TypeError, match="callable"):
+        with editing(model, "zero value"):
+            pass
+
+
+def test_intervention_losses_on_a_tiny_llama(tiny_causal_llama):
+    model, tokenizer = tiny_causal_llama
+    table = intervention_losses(model, tokenizer, TEXTS, LENGTH, progress=False)
+    assert len(table) == len(TEXTS) * len(INTERVENTIONS) * 3
+    assert set(table["role"]) == {"sink", "position 1", "random"}
+    assert table["position"][table["role"] == "random"].between(2, 7).all()  # 2..d_v - 1, d_v = 8
+    assert torch.allclose(torch.tensor(table["delta"].values), torch.tensor((table["loss"] - table["clean"]).values))
+    ids = torch.cat([helpers.encode(tokenizer, t, model=model)["input_ids"][:, :LENGTH] for t in TEXTS])
+    with torch.no_grad():
+        logits = model(ids).logits
+    expected = functional.cross_entropy(logits[:, 8:-1].transpose(1, 2), ids[:, 9:], reduction="none").mean(dim=1)
+    clean = table[(table["kind"] == "zero value") & (table["role"] == "sink")]["clean"].values
+    assert torch.allclose(torch.tensor(clean), expected.double(), atol=1e-5)
+    assert (table["delta"].abs() > 0).any()
+    per_layer = intervention_losses(
+        model, tokenizer, TEXTS, LENGTH, kinds=("zero value",), positions=(0,), random_position=False,
+        each_layer=True, progress=False,
+    )  # fmt: skip
+    assert sorted(set(per_layer["layer"])) == [1, 2] and len(per_layer) == 2 * len(TEXTS)
+
+
+def test_intervention_losses_say_what_they_need(tiny_causal_llama, tokenizer):
+    model, decoder_tokenizer = tiny_causal_llama
+    with pytest.raises(ValueError, match="fewer than"):
+        intervention_losses(model, decoder_tokenizer, ["Too short."], LENGTH, progress=False)
+    with pytest.raises(ValueError, match="kinds must be"):
+        intervention_losses(model, decoder_tokenizer, TEXTS, LENGTH, kinds=("zero key",), progress=False)
+    with pytest.raises(ValueError, match="first_row"):
+        intervention_losses(model, decoder_tokenizer, TEXTS, LENGTH, first_row=LENGTH, progress=False)
+    with pytest.raises(ValueError, match="before first_row"):
+        intervention_losses(model, decoder_tokenizer, TEXTS, LENGTH, positions=(0, 9), progress=False)
+    with pytest.raises(ValueError, match="causal models"):
+        intervention_losses(make_tiny_bert(), tokenizer, TEXTS, LENGTH, progress=False)
+    with pytest.raises(ValueError, match="first_row - 1"):
+        _roles(2, (0,), True, 2, 0)
