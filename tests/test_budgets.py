@@ -79,3 +79,15 @@ def test_mixing_plan_is_chapter_sevens_plan(real_model):
     plan = budgets.mixing_plan(model, tokenizer, pairs, d_v)
     assert plan == helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v)
     assert len(plan.pairs) == 30
+
+
+def test_intervention_plan_holds_out_the_sweep_and_cuts_to_one_length():
+    texts = [f"text {k}" for k in range(40)]
+    lengths = [90 if k % 5 == 0 else 120 for k in range(40)]
+    plan = budgets.intervention_plan(texts, lengths, used=[1, 2, 3], d_v=64)
+    assert plan.length == 96 and len(plan.texts) <= budgets.INTERVENTION_PASSAGES
+    assert not {1, 2, 3} & set(plan.indices) and all(lengths[i] >= 96 for i in plan.indices)
+    assert plan.texts == [texts[i] for i in plan.indices]
+    assert plan.layer_texts == plan.texts[: len(plan.texts) // 2]
+    with pytest.raises(ValueError, match="held-out"):
+        budgets.intervention_plan(texts[:3], lengths[:3], used=[1, 2], d_v=64)

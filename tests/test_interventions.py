@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch.nn import functional
 
 import helpers
-from helpers.drivers.interventions import _roles, intervention_losses
+from helpers.drivers.interventions import _roles, intervention_losses, reading_correlations, summarise_interventions
 from helpers.methods.causal import causal_effective_attention
 from helpers.methods.interventions import INTERVENTIONS, PositionEdit
 from helpers.model.capture import editing
@@ -159,3 +161,59 @@ def test_intervention_losses_say_what_they_need(tiny_causal_llama, tokenizer):
         intervention_losses(make_tiny_bert(), tokenizer, TEXTS, LENGTH, progress=False)
     with pytest.raises(ValueError, match="first_row - 1"):
         _roles(2, (0,), True, 2, 0)
+
+
+def _layer_table(deltas: np.ndarray, kind: str = "zero value") -> pd.DataFrame:
+    """An ``each_layer`` table from (texts, layers) loss changes."""
+    texts, layers = deltas.shape
+    return pd.DataFrame(
+        [
+            {"example": t, "kind": kind, "role": "sink", "position": 0, "layer": k + 1, "delta": deltas[t, k]}
+            for t in range(texts)
+            for k in range(layers)
+        ]
+    )
+
+
+def test_summaries_and_reading_correlations():
+    deltas = np.array([[0.0, 0.1, 0.5, 1.0], [0.1, 0.2, 0.4, 1.2], [0.0, 0.3, 0.6, 0.9]])
+    table = _layer_table(deltas)
+    summary = summarise_interventions(table, by=["kind", "layer"])
+    assert np.allclose(summary["delta"], deltas.mean(axis=0))
+    assert (summary["low"] <= summary["delta"]).all() and (summary["delta"] <= summary["high"]).all()
+    assert set(summary["texts"]) == {3}
+    readings = pd.DataFrame({"layer": [1, 2, 3, 4], "rising": [0.1, 0.2, 0.3, 0.4], "falling": [4, 3, 2, 1]})
+    rho = reading_correlations(table, readings).set_index("reading")
+    assert rho.loc["rising", "rho"] == pytest.approx(1.0) and rho.loc["falling", "rho"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="lack some of the edited layers"):
+        reading_correlations(table, readings[readings["layer"] < 4])
+    with pytest.raises(ValueError, match="one position"):
+        reading_correlations(pd.concat([table, table]), readings)
+    with pytest.raises(ValueError, match="lacks the columns"):
+        summarise_interventions(table.drop(columns="delta"))
+
+
+def test_intervention_figures_draw():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = pd.DataFrame(
+        {
+            "kind": ["zero value"] * 3 + ["median value norm"] * 3,
+            "role": ["sink", "position 1", "random"] * 2,
+            "delta": [0.4, 0.0, 0.01, 3.0, 0.0, -0.001],
+            "low": [0.3, -0.01, 0.0, 2.0, -0.01, -0.002],
+            "high": [0.5, 0.01, 0.02, 4.0, 0.01, 0.0],
+        }
+    )
+    fig = helpers.plots.plot_interventions(summary)
+    assert len(fig.axes[0].patches) == 6
+    per_layer = summarise_interventions(_layer_table(np.random.default_rng(0).random((3, 4))), by=["kind", "layer"])
+    readings = pd.DataFrame({"layer": [1, 2, 3, 4], "raw": [0.1, 0.5, 0.6, 0.2], "leverage": [0.9, 0.2, 0.1, 0.5]})
+    fig_layers = helpers.plots.plot_layer_interventions(per_layer, readings)
+    assert len(fig_layers.axes[1].lines) == 2
+    plt.close("all")
+    with pytest.raises(ValueError):
+        helpers.plots.plot_interventions(summary.drop(columns="low"))

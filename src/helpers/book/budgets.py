@@ -39,6 +39,9 @@ __all__ = [
     "attribution_sample",
     "mixing_plan",
     "fine_tuning_epochs",
+    "INTERVENTION_PASSAGES",
+    "InterventionPlan",
+    "intervention_plan",
 ]
 
 # chapter 3: the LP ranges of every row up to this many tokens, else this many evenly spaced rows
@@ -47,6 +50,9 @@ ALL_ROWS_UP_TO, LONG_INPUT_ROWS = 100, 6
 POLISH_JACOBIAN_ENTRIES = 4_000_000
 # chapter 4: one pair of linear programs per row for the nearest distribution, at most this many rows per head
 NEAREST_ROWS = 48
+# chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens; the edits of one
+# layer at a time (L times as many forward passes) on the first half of them
+INTERVENTION_PASSAGES = 16
 # chapter 6: HTA's cost grows with n^2, so the corpus sample keeps pairs of at most this many tokens
 ATTRIBUTION_MAX_TOKENS = 48
 
@@ -146,3 +152,29 @@ def fine_tuning_epochs(model: PreTrainedModel) -> int:
     """Chapter 8: 5 epochs on the bundled encoder; on a model that costs more per token (L d^2), fewer in
     proportion, at least 2 (BERT-Base: 2)."""
     return max(2, min(5, round(10 / work_scale(model))))
+
+
+class InterventionPlan(NamedTuple):
+    """Chapter 9's interventions: ``texts`` (held-out passages, their ``indices``), the ``length`` they are cut
+    to, and ``layer_texts``, those the edits of one layer at a time run on."""
+
+    texts: list[str]
+    length: int
+    indices: list[int]
+    layer_texts: list[str]
+
+
+def intervention_plan(texts: Sequence[str], lengths: Sequence[int], used: Sequence[int], d_v: int) -> InterventionPlan:
+    """Chapter 9: up to ``INTERVENTION_PASSAGES`` texts not in ``used`` (the sink sweep's), evenly spaced over
+    those long enough, each cut to 1.5 d_v tokens (96 for d_v = 64): d_v rows without a null space to warm up,
+    then d_v / 2 rows whose prefixes can have one. Every edit runs one batched forward pass over them."""
+    if len(texts) != len(lengths):
+        raise ValueError(f"{len(texts)} texts but {len(lengths)} lengths.")
+    length = 3 * check_count(d_v, "d_v") // 2
+    held_out = [i for i in range(len(texts)) if i not in set(used) and lengths[i] >= length]
+    if len(held_out) < 2:
+        raise ValueError(f"Only {len(held_out)} held-out texts have {length} tokens; the interval needs two.")
+    step = max(1, -(-len(held_out) // INTERVENTION_PASSAGES))  # ceiling: at most INTERVENTION_PASSAGES
+    chosen = held_out[::step][:INTERVENTION_PASSAGES]
+    kept = [texts[i] for i in chosen]
+    return InterventionPlan(kept, length, chosen, kept[: max(2, len(kept) // 2)])

@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import torch
+from scipy.stats import spearmanr
 from torch.nn import functional
 from transformers import BatchEncoding, PreTrainedModel
 
+from ..methods.intervals import bootstrap
 from ..methods.interventions import INTERVENTIONS, PositionEdit
 from ..methods.linalg import numerical_rank
 from ..model.capture import capture, editing
@@ -21,7 +23,7 @@ from ..model.numbering import layer_index, layer_number
 from ..model.progress import progress_bar
 from ..model.text import encode, first_tokens
 
-__all__ = ["intervention_losses"]
+__all__ = ["intervention_losses", "reading_correlations", "summarise_interventions"]
 
 
 def _batch(model: PreTrainedModel, tokenizer, texts: Sequence[str], length: int) -> torch.Tensor:
@@ -145,3 +147,48 @@ def intervention_losses(
             frame.insert(4, "layer", layer_number(next(iter(layer_set))))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def summarise_interventions(table: pd.DataFrame, by: Sequence[str] = ("kind", "role")) -> pd.DataFrame:
+    """Mean change in loss per group of ``by``, with a bootstrap interval over the texts.
+
+    table: ``intervention_losses``' output. Returns one row per group: the ``by`` columns,
+    ``delta`` (mean over texts), ``low`` and ``high`` (the interval) and ``texts``.
+    """
+    missing = {"example", "delta", *by} - set(table.columns)
+    if missing:
+        raise ValueError(f"table lacks the columns {sorted(missing)}; pass the output of intervention_losses.")
+    rows = []
+    for key, group in table.groupby(list(by), sort=False):
+        estimate = bootstrap(group.sort_values("example")["delta"].to_numpy())
+        rows.append({**dict(zip(by, key, strict=True)), "delta": estimate.value, "low": estimate.low,
+                     "high": estimate.high, "texts": estimate.sequences})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def reading_correlations(table: pd.DataFrame, readings: pd.DataFrame) -> pd.DataFrame:
+    """How well each reading of a position ranks the layers by the loss change of editing them.
+
+    table: ``intervention_losses(..., each_layer=True)`` at one position; readings: one row per
+    layer with ``layer`` and one column per reading. Returns one row per kind and reading:
+    ``kind``, ``reading``, ``rho`` (Spearman's rank correlation over the layers between the
+    reading and the mean change in loss), ``low`` and ``high`` (a bootstrap interval over the
+    texts; the readings stay fixed) and ``texts``.
+    """
+    if "layer" not in table.columns or "layer" not in readings.columns:
+        raise ValueError("Pass intervention_losses(..., each_layer=True) and readings with a layer column.")
+    if table.groupby(["kind", "layer", "example"]).size().max() > 1:
+        raise ValueError("table has more than one row per kind, layer and text: edit one position (one role).")
+    names = [c for c in readings.columns if c != "layer"]
+    rows = []
+    for kind, group in table.groupby("kind", sort=False):
+        deltas = group.pivot(index="example", columns="layer", values="delta")  # (texts, layers)
+        aligned = readings.set_index("layer").reindex(deltas.columns)
+        if aligned[names].isna().any().any():
+            raise ValueError(f"readings lack some of the edited layers {list(deltas.columns)}.")
+        for name in names:
+            reading = aligned[name].to_numpy()
+            estimate = bootstrap(deltas.to_numpy(), lambda a, r=reading: spearmanr(r, a.mean(axis=0)).statistic)
+            rows.append({"kind": kind, "reading": name, "rho": estimate.value, "low": estimate.low,
+                         "high": estimate.high, "texts": estimate.sequences})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -13,6 +13,8 @@ from .attribution import (
 from .decoder import (
     plot_causal_null_dimensions,
     plot_decoder_attribution,
+    plot_interventions,
+    plot_layer_interventions,
     plot_sink,
     plot_sink_literature,
     plot_value_drain,

@@ -197,3 +197,53 @@ def plot_value_drain(per_head: pd.DataFrame, epsilon: float) -> plt.Figure:
     )
     axes[1].legend()
     return fig
+
+
+def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
+    """The change in next-token loss per intervention (groups) and edited position (bars), with intervals.
+
+    summary: ``summarise_interventions(table)`` (columns kind, role, delta, low, high). The loss
+    change is drawn on a symmetric log scale: some edits change it by hundredths, others by nats.
+    """
+    _needs(summary, {"kind", "role", "delta", "low", "high"}, "summary")
+    kinds = list(dict.fromkeys(summary["kind"]))
+    roles = list(dict.fromkeys(summary["role"]))
+    colours = dict(zip(roles, (RAW, EFFECTIVE, NULL, PAPER), strict=False))
+    width = 0.8 / len(roles)
+    fig, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
+    for k, role in enumerate(roles):
+        rows = summary[summary["role"] == role].set_index("kind").reindex(kinds)
+        x = np.arange(len(kinds)) + (k - (len(roles) - 1) / 2) * width
+        errors = np.stack([rows["delta"] - rows["low"], rows["high"] - rows["delta"]])
+        ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=f"at {role}")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_yscale("symlog", linthresh=0.01)
+    ax.set_xticks(np.arange(len(kinds)), kinds)
+    ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
+    ax.legend(loc="upper left")
+    return fig
+
+
+def plot_layer_interventions(per_layer: pd.DataFrame, readings: pd.DataFrame) -> plt.Figure:
+    """Top: the change in loss when one layer's heads are edited at a position (a line per kind, with
+    its interval); below: the readings of that position per layer.
+
+    per_layer: ``summarise_interventions(table, by=["kind", "layer"])``; readings: one row per layer
+    with ``layer`` and one column per reading (e.g. raw, effective, value_norm_ratio, leverage).
+    """
+    _needs(per_layer, {"kind", "layer", "delta", "low", "high"}, "per_layer")
+    _needs(readings, {"layer"}, "readings")
+    fig, axes = plt.subplots(2, 1, figsize=(8.0, 7.6), sharex=True, layout="constrained")
+    for kind, colour in zip(dict.fromkeys(per_layer["kind"]), (RAW, EFFECTIVE, NULL), strict=False):
+        rows = per_layer[per_layer["kind"] == kind].sort_values("layer")
+        axes[0].plot(rows["layer"], rows["delta"], "o-", color=colour, label=kind)
+        axes[0].fill_between(rows["layer"], rows["low"], rows["high"], color=colour, alpha=0.2)
+    axes[0].axhline(0, color="grey", lw=0.8)
+    axes[0].set_yscale("symlog", linthresh=0.01)
+    axes[0].set(ylabel="change in next-token loss\n(one layer edited)")
+    axes[0].legend()
+    for column, style in zip([c for c in readings.columns if c != "layer"], ("o-", "s-", "^--", "d:"), strict=False):
+        axes[1].plot(readings["layer"], readings[column], style, label=column)
+    axes[1].set(xlabel="layer", ylabel="reading of the position\n(mean over heads)")
+    axes[1].legend()
+    return fig
