@@ -29,6 +29,7 @@ from . import (
     effective,
     heads,
     hidden_tokens,
+    interventions,
     jacobians,
     keys,
     linalg,
