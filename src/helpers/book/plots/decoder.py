@@ -215,7 +215,8 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
         rows = summary[summary["role"] == role].set_index("kind").reindex(kinds)
         x = np.arange(len(kinds)) + (k - (len(roles) - 1) / 2) * width
         errors = np.stack([rows["delta"] - rows["low"], rows["high"] - rows["delta"]])
-        ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=f"at {role}")
+        label = {"sink": "at position 0 (the sink)", "random": "at a random early position"}.get(role, f"at {role}")
+        ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=label)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_xticks(np.arange(len(kinds)), kinds)
