@@ -324,6 +324,47 @@ def case_sink_literature():
     )
 
 
+def case_interventions():
+    kinds = ["zero value", "median value norm", "effective weight"]
+    roles = ["sink", "position 1", "random"]
+    delta = np.array([0.36, 0.02, 0.01, 4.2, 0.02, 0.001, 0.003, 0.005, 0.011])
+    return plots.plot_interventions(
+        pd.DataFrame(
+            {
+                "kind": [k for k in kinds for _ in roles],
+                "role": roles * 3,
+                "delta": delta,
+                "low": delta - 0.05,
+                "high": delta + 0.05,
+            }
+        )
+    )
+
+
+def case_layer_interventions():
+    layers = np.arange(1, DECODER_LAYERS + 1)
+    rng = np.random.default_rng(0)
+    per_layer = pd.concat(
+        [
+            pd.DataFrame({"kind": kind, "layer": layers, "delta": d, "low": d - 0.02, "high": d + 0.02})
+            for kind, d in (
+                ("zero value", rng.normal(0, 0.02, len(layers))),
+                ("median value norm", rng.uniform(0, 2, len(layers))),
+            )
+        ]
+    )
+    readings = pd.DataFrame(
+        {
+            "layer": layers,
+            "raw attention": rng.uniform(0, 0.7, len(layers)),
+            "effective attention": rng.uniform(0, 0.2, len(layers)),
+            "value-norm ratio": rng.uniform(0.1, 1.3, len(layers)),
+            "leverage": rng.uniform(0.1, 0.9, len(layers)),
+        }
+    )
+    return plots.plot_layer_interventions(per_layer, readings)
+
+
 def case_value_drain():
     rng = np.random.default_rng(0)
     ratio = np.exp(rng.normal(-1, 1, 270))
