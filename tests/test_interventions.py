@@ -72,6 +72,10 @@ def test_zero_value_and_median_norm_edit_one_row_per_sequence():
         cosine = functional.cosine_similarity(rescaled[b, :, p], values[b, :, p], dim=-1)
         assert torch.allclose(cosine, torch.ones(3), atol=1e-6)  # the direction is kept
     assert torch.equal(rescaled[untouched], values[untouched])
+    late, same = PositionEdit("zero value past d_v", positions)(_Module(), A, values)  # d_v = 4
+    assert same is values and torch.equal(late[0, :, 4:, 0], torch.zeros(3, 2))
+    assert torch.equal(late[0, :, :4], A[0, :, :4]) and torch.equal(late[..., 1], A[..., 1])
+    assert torch.allclose((late @ values)[0, :, 4:], (A @ zeroed)[0, :, 4:])  # the same rows as zero value
 
 
 def test_effective_weight_edits_one_column_with_chapter_9s_split():

@@ -12,6 +12,10 @@ one thing about one position ``p`` (one per sequence of the batch):
   ``(P_i a_i)_p`` (chapter 9's row-by-row effective attention), the other weights kept. The
   whole effective row would change nothing the head writes; one entry of it changes the
   output by ``((P_i a_i)_p - a_ip) v_p``, the null weight on ``p`` times ``p``'s value.
+* ``"zero value past d_v"``: what ``"zero value"`` does, in the rows ``i >= d_v`` only (their
+  weight ``a_ip`` set to 0 without renormalising, which removes ``a_ip v_p`` from them): the
+  rows whose prefix can have a null space, where ``"effective weight"`` acts (it also acts on
+  earlier rows whose prefix repeats a value row). The control for that edit.
 
 An edit is a callable ``(module, A, values) -> (A, values)`` for
 :func:`helpers.model.capture.editing`; ``A``: (B, h, n, n), ``values``: (B, h, n, d_v).
@@ -33,7 +37,7 @@ from .linalg import DEFAULT_RTOL
 
 __all__ = ["INTERVENTIONS", "PositionEdit"]
 
-INTERVENTIONS = ("zero value", "median value norm", "effective weight")
+INTERVENTIONS = ("zero value", "median value norm", "effective weight", "zero value past d_v")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,9 @@ class PositionEdit:
             scale = target / norms[batch, :, p].clamp_min(torch.finfo(norms.dtype).tiny)
             values = values.clone()
             values[batch, :, p] = values[batch, :, p] * scale[..., None]
+        elif self.kind == "zero value past d_v":
+            A = A.clone()
+            A[batch, :, values.shape[-1] :, p] = 0.0
         else:
             effective = causal_effective_attention(A, values, groups=self.groups, rtol=self.rtol).effective
             A = A.clone()
