@@ -221,7 +221,8 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_xticks(np.arange(len(kinds)), kinds)
     ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
-    ax.legend(loc="upper left")
+    ax.set_ylim(top=max(1.0, float(summary["high"].max())) * 3)  # room above the tallest interval
+    fig.legend(loc="outside lower center", ncols=len(roles))
     return fig
 
 
@@ -242,7 +243,8 @@ def plot_layer_interventions(per_layer: pd.DataFrame, readings: pd.DataFrame) ->
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[0].set_yscale("symlog", linthresh=0.01)
     axes[0].set(ylabel="change in next-token loss\n(one layer edited)")
-    axes[0].legend()
+    axes[0].set_ylim(top=max(1.0, float(per_layer["high"].max())) * 3)  # room above the highest band
+    axes[0].legend(loc="upper left", ncols=2)
     for column, style in zip([c for c in readings.columns if c != "layer"], ("o-", "s-", "^--", "d:"), strict=False):
         axes[1].plot(readings["layer"], readings[column], style, label=column)
     axes[1].set(xlabel="layer", ylabel="reading of the position\n(mean over heads)")
