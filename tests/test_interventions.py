@@ -15,6 +15,7 @@ from helpers.methods.interventions import INTERVENTIONS, PositionEdit
 from helpers.model.capture import editing
 
 from .conftest import make_tiny_bert
+from .test_families import make_tiny
 
 TEXTS = [
     "The cat sat on the mat because it was warm, and the dog slept by the door all night long.",
@@ -39,20 +40,12 @@ def _causal_attention(B: int, h: int, n: int, seed: int = 0) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def tiny_causal_llama():
+    """test_families' tiny Llama, with a language-model head (the loss needs logits)."""
     import transformers as tf
 
     tokenizer = helpers.model.decoder.decoder_tokenizer()
+    config = make_tiny("llama", vocab_size=len(tokenizer)).config
     torch.manual_seed(0)
-    config = tf.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        attn_implementation="eager",
-    )
     return tf.LlamaForCausalLM(config).eval(), tokenizer
 
 
