@@ -137,10 +137,10 @@ def intervention_losses(
                 "example": range(len(texts)),
                 "kind": kind,
                 "role": role,
-                "position": roles[role].numpy(),
-                "clean": clean.numpy(),
-                "loss": loss.numpy(),
-                "delta": (loss - clean).numpy(),
+                "position": roles[role].cpu().numpy(),
+                "clean": clean.cpu().numpy(),
+                "loss": loss.cpu().numpy(),
+                "delta": (loss - clean).cpu().numpy(),
             }
         )
         if each_layer:

@@ -68,6 +68,7 @@ class PositionEdit:
     def at(cls, kind: str, positions: Iterable[int], layers: Iterable[int] | None = None, groups: int = 1):
         """The edit from plain integers (0-based positions and layers)."""
         chosen = None if layers is None else frozenset(int(k) for k in layers)
+        # cpu: plain integers; __call__ moves them to the attention's device
         return cls(kind, torch.tensor([int(p) for p in positions]), chosen, groups)
 
     def __call__(self, module: nn.Module, A: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,7 +79,7 @@ class PositionEdit:
             raise ValueError(f"The edit has {len(self.positions)} positions for a batch of {B} sequences.")
         if bool((self.positions >= n).any()):
             raise ValueError(f"An edited position lies past the sequence's {n} tokens.")
-        batch, p = torch.arange(B), self.positions.to(A.device)
+        batch, p = torch.arange(B, device=A.device), self.positions.to(A.device)
         if self.kind == "zero value":
             values = values.clone()
             values[batch, :, p] = 0.0
