@@ -9,10 +9,12 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 # A cell may take up to 20 minutes: under the generic kernels below, chapter 7's exact HTA on its validation pairs
 # takes about 10 (2.5 with the machine's own kernels), and 600 s timed out on a fresh clone sharing its 2 cores.
 PYTEST_NBVAL := -p tests.nbval_tolerance --nbval --nbval-current-env --nbval-cell-timeout=1200 --nbval-sanitize-with tests/nbval_sanitize.cfg
-# It runs on other CPU kernels than the ones that wrote the committed outputs (ATen's and MKL's generic
-# code paths, which no machine uses by default; one thread per process), so an output that only one CPU
-# reproduces fails here, not on a reader's machine. BOOK_PROGRESS=0: no progress bars, as in the committed outputs.
-OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 BOOK_PROGRESS=0
+# It runs on other CPU kernels than the ones that wrote the committed outputs (AVX-512): ATen's generic code
+# path, which no machine uses by default, and MKL's AVX2 path, the one most laptops take; one thread per
+# process. So an output that only one CPU reproduces fails here, not on a reader's machine. MKL's SSE path
+# (MKL_CBWR=COMPATIBLE) was used before: it makes every matrix product 4.5 times slower and doubled the run.
+# BOOK_PROGRESS=0: no progress bars, as in the committed outputs.
+OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2 OMP_NUM_THREADS=1 BOOK_PROGRESS=0
 # Two workers on two cores; a notebook's cells run in order in one kernel on one worker (tests/conftest.py).
 # --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
 PYTEST_PARALLEL := -n 2 --durations=12
