@@ -89,5 +89,40 @@ def test_nearest_distributions_per_head_of_a_layer(head):
     )
     assert torch.allclose(result.matrices[0][[0, 5]], single.points)
     assert torch.equal(result.matrices[0][1], A[1])  # rows not solved stay raw attention
+    assert result.max_entropy.shape == (2, len(A), len(A))
+    assert torch.allclose(result.max_entropy[0], distributions.max_entropy_distribution(A, T))
+    assert result.distances.loc[1, "maximum entropy to raw A"] == pytest.approx(
+        float((result.max_entropy[0][[0, 5]] - A[[0, 5]]).abs().sum(-1).median())
+    )
     with pytest.raises(ValueError, match="one layer"):
         nearest_distributions(A, T)
+
+
+def test_max_entropy_distribution_lies_in_the_polytope_with_logs_in_span_t_and_1(head):
+    from helpers.methods.keys import logit_rank_distance
+
+    A, T = head
+    P = distributions.max_entropy_distribution(A, T)
+    assert (P > 0).all() and torch.allclose(P.sum(-1), torch.ones(len(A), dtype=P.dtype), atol=1e-12)
+    assert torch.allclose(P @ T, A @ T, atol=1e-9)  # the head's output
+    Q = torch.from_numpy(lp_bounds.constraint_basis(T))
+    assert torch.allclose(P.log() @ Q @ Q.T, P.log(), atol=1e-8)  # log p in span(T, 1)
+    assert float(logit_rank_distance(P, 4)) < 1e-6  # so d_v = 4 queries and keys produce it
+    assert float(logit_rank_distance(A, 4)) > 0.1  # which the random head's own A is not
+
+    def entropy(p):
+        return -(p * p.log()).sum(-1)
+
+    assert (entropy(P) >= entropy(A) - 1e-12).all()  # A is in the polytope
+    # any move inside the polytope lowers the entropy: a null-space direction, both ways
+    null = torch.linalg.svd(torch.cat([T, torch.ones(len(A), 1, dtype=T.dtype)], 1).T).Vh[5:]  # (n - 5, n)
+    step = 0.5 * P.min(dim=-1).values[:, None]  # small enough to stay positive
+    for direction in null[:3]:
+        for sign in (1, -1):
+            moved = P + sign * step * direction
+            assert torch.allclose(moved @ T, A @ T, atol=1e-9) and (entropy(moved) < entropy(P)).all()
+    some = distributions.max_entropy_distribution(A, T, rows=[2, 9])
+    assert torch.allclose(some, P[[2, 9]], atol=1e-10)
+    with pytest.raises(ValueError, match="zero weight"):
+        sparse = A.index_fill(1, torch.tensor([0]), 0.0)
+        distributions.max_entropy_distribution(sparse / sparse.sum(-1, keepdim=True), T)

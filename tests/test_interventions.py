@@ -214,3 +214,60 @@ def test_intervention_figures_draw():
     plt.close("all")
     with pytest.raises(ValueError):
         helpers.plots.plot_interventions(summary.drop(columns="low"))
+
+
+def test_the_sinks_norm_factor_scales_the_other_position_as_much_as_the_sink():
+    A, values = _causal_attention(2, 3, 6), torch.randn(2, 3, 6, 4)
+    values[:, :, 0] *= 0.05  # a drained sink
+    _, at_sink = PositionEdit.at("sink's norm factor", [0, 0])(_Module(), A, values)
+    _, median = PositionEdit.at("median value norm", [0, 0])(_Module(), A, values)
+    assert torch.equal(at_sink, median)
+    _, scaled = PositionEdit.at("sink's norm factor", [2, 3])(_Module(), A, values)
+    for b, p in enumerate([2, 3]):
+        others = values[b, :, 1:].norm(dim=-1).median(dim=-1).values  # every row but 0
+        factor = others / values[b, :, 0].norm(dim=-1)
+        assert torch.allclose(scaled[b, :, p], values[b, :, p] * factor[:, None], rtol=1e-5)
+        assert (factor > 5).all()  # as large a change as the sink's, where the median edit barely moves a row
+        kept = [j for j in range(6) if j != p]
+        assert torch.equal(scaled[b, :, kept], values[b, :, kept])
+
+
+def test_shuffled_null_weight_removes_the_same_amounts_at_other_rows():
+    n, d_v = 12, 3
+    A, values = _causal_attention(2, 2, n, seed=3), torch.randn(2, 2, n, d_v)
+    effective, _ = PositionEdit.at("effective weight", [0, 0])(_Module(), A, values)
+    shuffled, same = PositionEdit.at("null weight, rows shuffled", [0, 0])(_Module(), A, values)
+    assert same is values and torch.equal(shuffled[..., 1:], A[..., 1:])
+    removed = (A - effective)[..., 0]  # (B, h, n)
+    moved = (A - shuffled)[..., 0]
+    assert torch.allclose(moved[..., :d_v], removed[..., :d_v], atol=1e-6)  # rows before d_v: as the edit
+    # rows d_v..: the same amounts, in another order
+    assert torch.allclose(moved[..., d_v:].sort(dim=-1).values, removed[..., d_v:].sort(dim=-1).values, atol=1e-6)
+    assert not torch.allclose(moved[..., d_v:], removed[..., d_v:], atol=1e-6)
+    again, _ = PositionEdit.at("null weight, rows shuffled", [0, 0])(_Module(), A, values)
+    assert torch.equal(again, shuffled)  # seeded
+
+
+def test_per_layer_edits_resumed_at_their_layer_equal_whole_runs(tiny_causal_llama, monkeypatch):
+    import helpers.drivers.interventions as driver
+
+    model, tokenizer = tiny_causal_llama
+    ids = driver._batch(model, tokenizer, TEXTS, LENGTH)
+    assert driver._resumable(model, ids, 8) is not None  # the tiny Llama can resume from a middle layer
+    kwargs = dict(kinds=("zero value", "effective weight"), positions=(0,), random_position=False, each_layer=True)
+    resumed = intervention_losses(model, tokenizer, TEXTS, LENGTH, progress=False, **kwargs)
+    monkeypatch.setattr(driver, "_resumable", lambda *args: None)  # every edit runs the whole model
+    whole = intervention_losses(model, tokenizer, TEXTS, LENGTH, progress=False, **kwargs)
+    assert (resumed["delta"].abs() > 1e-4).any()
+    assert np.allclose(resumed["loss"], whole["loss"], rtol=0, atol=1e-6)
+    assert model.base_model.layers is not None and len(model.base_model.layers) == model.config.num_hidden_layers
+
+
+def test_resuming_is_refused_where_it_would_change_the_losses(tiny_causal_llama, monkeypatch):
+    import helpers.drivers.interventions as driver
+
+    model, tokenizer = tiny_causal_llama
+    ids = driver._batch(model, tokenizer, TEXTS, LENGTH)
+    original = driver._layer_inputs
+    monkeypatch.setattr(driver, "_layer_inputs", lambda m, i: [2 * s for s in original(m, i)])  # wrong states
+    assert driver._resumable(model, ids, 8) is None

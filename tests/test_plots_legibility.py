@@ -551,6 +551,7 @@ def case_distribution_distances():
             "raw A to effective": rng.uniform(0.5, 3, 12),
             "nearest distribution to effective": rng.uniform(0.1, 2.5, 12),
             "nearest distribution to raw A": rng.uniform(0.05, 0.7, 12),
+            "maximum entropy to effective": rng.uniform(0.5, 3, 12),
         },
         index=range(1, 13),
     )

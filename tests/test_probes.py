@@ -5,6 +5,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from torch.nn import functional  # noqa: E402
 
 import helpers  # noqa: E402
 from helpers.methods.hidden_tokens import HiddenTokens  # noqa: E402
@@ -481,3 +482,42 @@ def test_a_feature_constant_in_training_does_not_blow_up_elsewhere():
     elsewhere[:, -1] = torch.randn(400, generator=generator, dtype=torch.float64)  # varies here
     moved = (fitted(elsewhere.float()) - fitted(hidden.float())).abs().max()
     assert moved < 1.0, f"a feature constant in training moved the prediction by {float(moved):.3g}"
+
+
+def test_naive_control_rates_agree_with_the_naive_table_and_brute_force(tiny_model, tokenizer, one_thread):
+    texts = [
+        ("The river carried sand to the plain.", "Sand came down the river to the plain."),
+        ("A storm closed the harbour.", "The port shut in the storm, the storm."),
+        ("Prices rose again in May.", "In May the prices rose again."),
+    ]
+    identifiability = helpers.drivers.identifiability
+    rates = identifiability.naive_control_rates(tiny_model, tokenizer, texts, progress=False)
+    states = tiny_model.config.num_hidden_layers + 1
+    assert len(rates) == len(texts) * states * 3 * 2
+    # the paper's measure, pooled over every token, is the naive table's rate
+    tokens = helpers.collect_hidden_tokens(tiny_model, tokenizer, texts, progress=False)
+    table = identifiability.naive_identifiability_table(tiny_model, tokenizer, texts, progress=False)
+    lengths = tokens.lengths.double().numpy()
+    for state in range(states):
+        paper = rates.query("target == 'x' and tokens == 'all' and hidden_state == @state").rate.to_numpy()
+        assert abs((paper * lengths).sum() / lengths.sum() - table.rate[state]) < 1e-6  # the table is float32
+    # brute force at the last hidden state, one sequence at a time
+    parts = identifiability.input_parts(tiny_model, tokens)
+    unique = identifiability.unique_pieces(tokens)
+    last = states - 1
+    for example in range(len(texts)):
+        rows = (tokens.sequence == example).nonzero().squeeze(1)
+        hidden = functional.normalize(tokens.hidden[last][rows], dim=1)
+        for target, vectors in (("x", tokens.x), ("position", parts.position), ("word", parts.word)):
+            nearest = (hidden @ functional.normalize(vectors[rows], dim=1).T).argmax(dim=1)
+            if target == "word":
+                hit = tokens.input_ids[rows][nearest] == tokens.input_ids[rows]
+            else:
+                hit = nearest == torch.arange(len(rows))
+            got = rates.query("example == @example and hidden_state == @last and target == @target")
+            got = got.set_index("tokens").rate
+            assert abs(got["all"] - hit.double().mean()) < 1e-12
+            chosen = unique[rows]
+            assert abs(got["unique"] - hit[chosen].double().mean()) < 1e-12
+    with pytest.raises(ValueError, match="distance"):
+        identifiability.naive_control_rates(tiny_model, tokenizer, texts, distance="dot", progress=False)

@@ -241,5 +241,9 @@ def test_sink_positions_on_a_tiny_llama(tiny_llama):
     for column in ("raw", "effective", "own", "leverage", "sink_score", "value_norm_ratio"):
         assert sinks[column].to_numpy() == pytest.approx(sweep[column].to_numpy(), abs=1e-6)
     assert ((table["effective"] - table["own"]).abs() <= table["bound"] + 1e-6).all()
+    cut = decoder_drivers.sink_positions(model, tokenizer, TEXTS, positions=(0,), random_position=False, length=12)
+    assert set(cut["n"]) == {12} and set(cut["rows"]) == {12 - model.config.head_dim}
+    with pytest.raises(ValueError, match="fewer than"):
+        decoder_drivers.sink_positions(model, tokenizer, TEXTS, length=10_000)
     heads, _ = decoder_drivers.sink_profile(model, tokenizer, TEXTS, length=12, control_position=1)
     assert heads["control_score"].between(0, 1).all() and (heads["control_value_norm_ratio"] > 0).all()

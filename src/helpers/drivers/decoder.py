@@ -194,6 +194,7 @@ def sink_positions(
     random_position: bool = True,
     seed: int = 0,
     from_row: int | None = None,
+    length: int | None = None,
 ) -> pd.DataFrame:
     """The sink's terms at position 0 and at control positions, one capture per text (a causal model).
 
@@ -204,13 +205,15 @@ def sink_positions(
     rows), with ``example``, ``layer``, ``head``, ``kv_head``, ``n``, ``rows``, ``position`` and
     ``role`` ("sink" for position 0, "position k", or "random"), and ``sink_score`` and
     ``value_norm_ratio`` at that position. The rows of role "sink" have ``sink_sweep``'s columns.
+    ``length``: cut every text to its first ``length`` tokens (None: the whole text).
     """
     if isinstance(texts, str) or len(texts) == 0:
         raise ValueError("texts must be a non-empty sequence of strings.")
     generator = torch.Generator().manual_seed(int(seed))
     frames = []
     for index, text in enumerate(texts):
-        internals = capture(model, encode(tokenizer, text, model=model))
+        encoding = encode(tokenizer, text, model=model)
+        internals = capture(model, encoding if length is None else first_tokens(encoding, length))
         if not internals.causal:
             raise ValueError(f"sink_positions takes causal models (decoders); {internals.family} is bidirectional.")
         first = internals.V.shape[-1] if from_row is None else from_row

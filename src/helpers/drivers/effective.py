@@ -104,15 +104,18 @@ class NearestDistributions(NamedTuple):
     """``nearest_distributions``: per head, how far the distributions with its output lie.
 
     ``distances``: one row per head (index: head number 1..h) with the median L1
-    distances over rows "raw A to effective", "nearest distribution to effective"
-    and "nearest distribution to raw A", and the shares "effective rows with a
-    negative weight" and "nearest rows with a zero weight". ``matrices: (h, n, n)``
-    float64: raw attention with the solved rows replaced by the nearest distributions
-    (the input of chapter 3's keys test).
+    distances over the solved rows "raw A to effective", "nearest distribution to
+    effective", "nearest distribution to raw A", "maximum entropy to effective" and
+    "maximum entropy to raw A", and the shares "effective rows with a negative weight"
+    and "nearest rows with a zero weight". ``matrices: (h, n, n)`` float64: raw attention
+    with the solved rows replaced by the L1-nearest distributions; ``max_entropy: (h, n,
+    n)`` float64: every row replaced by the maximum-entropy distribution of its polytope
+    (the inputs of chapter 3's keys test).
     """
 
     distances: pd.DataFrame
     matrices: torch.Tensor
+    max_entropy: torch.Tensor
 
 
 def nearest_distributions(A: torch.Tensor, T: torch.Tensor, rows: Sequence[int] | None = None) -> NearestDistributions:
@@ -121,27 +124,35 @@ def nearest_distributions(A: torch.Tensor, T: torch.Tensor, rows: Sequence[int] 
     A: (h, n, n) one layer's attention, T: (h, n, d) its heads' T. Effective attention
     is taken with the bias column (``distributions.simplex_effective_attention``), the
     nearest distribution row by row in L1 (``distributions.closest_distribution``) on
-    ``rows`` (default all; one LP per row and head).
+    ``rows`` (default all; one LP per row and head), and beside it the distribution of
+    largest entropy with the same output (``distributions.max_entropy_distribution``, every row).
     """
     if A.dim() != 3 or T.dim() != 3 or A.shape[0] != T.shape[0]:
         raise ValueError(f"A must be (h, n, n) and T (h, n, d) for one layer; got {tuple(A.shape)}, {tuple(T.shape)}.")
     rows = list(range(A.shape[-1])) if rows is None else list(rows)
     index = torch.tensor(rows, dtype=torch.long, device=A.device)
-    table, matrices = {}, []
+    table, matrices, maximum = {}, [], []
     for h in range(A.shape[0]):
         A_h = A[h].double()
         target = distributions.simplex_effective_attention(A_h, T[h])
         nearest = distributions.closest_distribution(A_h, T[h], target, rows=rows)
         matrices.append(A_h.index_copy(0, index, nearest.points))
+        maximum.append(distributions.max_entropy_distribution(A_h, T[h]))
+
+        def median_l1(points, reference):
+            return float((points - reference[index]).abs().sum(-1).median())
+
         table[head_number(h)] = {
-            "raw A to effective": float((A_h - target).abs().sum(-1).median()),
+            "raw A to effective": median_l1(A_h[index], target),
             "nearest distribution to effective": float(nearest.distance.median()),
-            "nearest distribution to raw A": float((nearest.points - A_h[index]).abs().sum(-1).median()),
+            "nearest distribution to raw A": median_l1(nearest.points, A_h),
+            "maximum entropy to effective": median_l1(maximum[-1][index], target),
+            "maximum entropy to raw A": median_l1(maximum[-1][index], A_h),
             "effective rows with a negative weight": float((target < -1e-9).any(-1).double().mean()),
             "nearest rows with a zero weight": float((nearest.points <= 1e-12).any(-1).double().mean()),
         }
     distances = pd.DataFrame(table).T.rename_axis("head")
-    return NearestDistributions(distances, torch.stack(matrices))
+    return NearestDistributions(distances, torch.stack(matrices), torch.stack(maximum))
 
 
 def removal_by_text(table: pd.DataFrame, token_class: str, per_layer: bool = False) -> pd.DataFrame:

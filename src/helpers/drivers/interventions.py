@@ -7,16 +7,19 @@ it is and once per intervention (``helpers.methods.interventions``), control pos
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import pandas as pd
 import torch
 from scipy.stats import spearmanr
+from torch import nn
 from torch.nn import functional
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..methods.intervals import bootstrap
-from ..methods.interventions import INTERVENTIONS, PositionEdit
+from ..methods.interventions import EDITS, INTERVENTIONS, PositionEdit
 from ..methods.linalg import numerical_rank
 from ..model.capture import capture, editing
 from ..model.numbering import layer_index, layer_number
@@ -46,34 +49,99 @@ def _roles(
     return roles
 
 
-def _losses(model: PreTrainedModel, ids: torch.Tensor, first_row: int, edit=None) -> torch.Tensor:
-    """(N,) mean next-token cross-entropy of the predictions made at rows first_row..n-2."""
-    inputs = {"input_ids": ids.to(model.device), "attention_mask": torch.ones_like(ids).to(model.device)}
-    with torch.no_grad():
-        if edit is None:
-            logits = model(**inputs).logits
+def _losses(
+    model: PreTrainedModel, ids: torch.Tensor, first_row: int, edit=None, start: _Resume | None = None
+) -> torch.Tensor:
+    """(N,) mean next-token cross-entropy of the predictions made at rows first_row..n-2.
+
+    ``start``: run only the layers from ``start.layer`` on, from the hidden states the unedited
+    run fed that layer (the edit touches no earlier layer, so they are the same).
+    """
+    ids = ids.to(model.device)
+    mask = torch.ones_like(ids)
+    with torch.no_grad(), contextlib.ExitStack() as stack:
+        if edit is not None:
+            stack.enter_context(editing(model, edit))
+        if start is None:
+            logits = model(input_ids=ids, attention_mask=mask).logits
         else:
-            with editing(model, edit):
-                logits = model(**inputs).logits
+            stack.enter_context(_from_layer(model, start.layer))
+            logits = model(inputs_embeds=start.states, attention_mask=mask).logits
     predicted = logits[:, first_row:-1].float()  # (N, rows, vocab)
-    targets = inputs["input_ids"][:, first_row + 1 :]
-    loss = functional.cross_entropy(predicted.transpose(1, 2), targets, reduction="none")
+    loss = functional.cross_entropy(predicted.transpose(1, 2), ids[:, first_row + 1 :], reduction="none")
     return loss.mean(dim=1).cpu().double()
+
+
+class _Resume(NamedTuple):
+    layer: int  # 0-based: the first layer run
+    states: torch.Tensor  # (N, n, d) the hidden states that enter it
+
+
+def _identity(module, A, values):
+    return A, values
+
+
+def _layer_inputs(model: PreTrainedModel, ids: torch.Tensor) -> list[torch.Tensor] | None:
+    """The hidden states entering each decoder layer, (N, n, d) per layer, from one run through the edits'
+    attention function with no edit; None where the model's layers are not a ``layers`` list of its base."""
+    layers = getattr(model.base_model, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        return None
+    states = []
+
+    def record(module, args, kwargs):
+        states.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+    hooks = [layer.register_forward_pre_hook(record, with_kwargs=True) for layer in layers]
+    try:
+        ids = ids.to(model.device)
+        with torch.no_grad(), editing(model, _identity):
+            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return states if len(states) == len(layers) else None
+
+
+@contextlib.contextmanager
+def _from_layer(model: PreTrainedModel, layer: int):
+    """Within the block, the model's base runs its decoder layers from ``layer`` on (inputs_embeds: their input)."""
+    base = model.base_model
+    layers = base.layers
+    base.layers = nn.ModuleList(list(layers)[layer:])
+    try:
+        yield
+    finally:
+        base.layers = layers
+
+
+def _resumable(model: PreTrainedModel, ids: torch.Tensor, first_row: int) -> list[torch.Tensor] | None:
+    """The layer inputs of ``ids`` when resuming from a middle layer reproduces the unedited losses (to 1e-6);
+    else None, and every edit runs the whole model (a family whose forward rescales inputs_embeds, say)."""
+    states = _layer_inputs(model, ids)
+    if states is None:
+        return None
+    middle = len(states) // 2
+    whole = _losses(model, ids, first_row, _identity)
+    resumed = _losses(model, ids, first_row, _identity, _Resume(middle, states[middle]))
+    return states if torch.allclose(whole, resumed, rtol=0, atol=1e-6) else None
 
 
 def _checked(model: PreTrainedModel, ids: torch.Tensor, kinds: Sequence[str]) -> tuple[int, int, int]:
     """(L, query heads per key/value head, d_v) of a causal model, after the method's checks."""
     if model.training:
         raise ValueError("The model is in training mode; call model.eval() first.")
-    unknown = [k for k in kinds if k not in INTERVENTIONS]
+    unknown = [k for k in kinds if k not in EDITS]
     if unknown or len(kinds) == 0:
-        raise ValueError(f"kinds must be a non-empty subset of {INTERVENTIONS}; got {list(kinds)!r}.")
+        raise ValueError(f"kinds must be a non-empty subset of {EDITS}; got {list(kinds)!r}.")
     internals = capture(model, BatchEncoding({"input_ids": ids[:1], "attention_mask": torch.ones_like(ids[:1])}))
     if not internals.causal:
         raise ValueError(
             f"Interventions on the sink take causal models (decoders); {internals.family} is bidirectional."
         )
-    if "effective weight" in kinds and not bool((numerical_rank(internals.H) == internals.H.shape[-2]).all()):
+    if {"effective weight", "null weight, rows shuffled"} & set(kinds) and not bool(
+        (numerical_rank(internals.H) == internals.H.shape[-2]).all()
+    ):
         raise ValueError("Some H_h lacks full row rank, so range(V_h) is not range(T_h); the effective edit needs it.")
     return internals.num_layers, internals.groups, internals.V.shape[-1]
 
@@ -98,9 +166,10 @@ def intervention_losses(
     Args:
         model, tokenizer: a causal model (eval mode) and its tokenizer.
         texts: N texts of at least ``length`` tokens; each is cut to its first ``length``.
-        kinds: interventions from ``helpers.methods.interventions.INTERVENTIONS``.
+        kinds: edits from ``helpers.methods.interventions.EDITS`` (default: ``INTERVENTIONS``).
         positions: the edited positions (0, the sink, and its controls); with
-            ``random_position`` also one position per text drawn from 2..first_row - 1 (``seed``).
+            ``random_position`` also one position per text drawn from 2..first_row - 1 (``seed``,
+            which also seeds ``"null weight, rows shuffled"``).
         layers: layer numbers (1..L) to edit; None: every layer.
         each_layer: edit those layers one at a time (a ``layer`` column) instead of all together.
         first_row: the loss is the mean cross-entropy of the predictions made at rows
@@ -126,11 +195,23 @@ def intervention_losses(
         raise ValueError(f"Every edited position must lie before first_row = {first_row}; got {list(positions)}.")
     batches = [slice(start, start + batch_size) for start in range(0, len(texts), batch_size)]
     clean = torch.cat([_losses(model, ids[b], first_row) for b in batches])
+    # one layer edited at a time: the layers below it run as unedited, so each edit starts at its layer
+    inputs = [_resumable(model, ids[b], first_row) if each_layer else None for b in batches]
     frames = []
     runs = [(layer_set, kind, role) for layer_set in edited for kind in kinds for role in roles]
     for layer_set, kind, role in progress_bar(runs, "interventions", progress):
+        first = min(layer_set)
         loss = torch.cat(
-            [_losses(model, ids[b], first_row, PositionEdit(kind, roles[role][b], layer_set, groups)) for b in batches]
+            [
+                _losses(
+                    model,
+                    ids[b],
+                    first_row,
+                    PositionEdit(kind, roles[role][b], layer_set, groups, seed=seed),
+                    None if states is None else _Resume(first, states[first]),
+                )
+                for b, states in zip(batches, inputs, strict=True)
+            ]
         )
         frame = pd.DataFrame(
             {

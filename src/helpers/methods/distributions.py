@@ -13,7 +13,12 @@ the distributions with the same output as row i form chapter 3's polytope
   output and the same row sum, so it lies in P_i only when it is non-negative.
 * ``closest_distribution``: per row, the point of P_i closest to a target row in
   the L1 norm (twice the total-variation distance), one linear program per row,
-  solved by HiGHS as in ``helpers.methods.lp_bounds``.
+  solved by HiGHS as in ``helpers.methods.lp_bounds``. The optimum is a vertex of
+  P_i, so it has zero weights.
+* ``max_entropy_distribution``: per row, the point of P_i of largest entropy (the KL
+  projection of the uniform distribution onto P_i). Its weights are all positive and
+  its logs lie in span(T, 1): p = softmax(Q lambda), found by Newton's method on the
+  convex dual min_lambda logsumexp(Q lambda) - lambda^T Q^T a_i.
 
 Tensors in, tensors out; this module never loads a model.
 """
@@ -32,7 +37,7 @@ from ..model.numbering import check_integer
 from .linalg import DEFAULT_RTOL
 from .lp_bounds import FEASIBILITY_TOL, constraint_basis
 
-__all__ = ["simplex_effective_attention", "ClosestDistribution", "closest_distribution"]
+__all__ = ["simplex_effective_attention", "ClosestDistribution", "closest_distribution", "max_entropy_distribution"]
 
 
 def simplex_effective_attention(A: torch.Tensor, T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
@@ -109,3 +114,60 @@ def closest_distribution(
         points[k] = result.x[:n].clip(min=0)
         distance[k] = np.abs(points[k] - t[i]).sum()
     return ClosestDistribution(torch.from_numpy(points).to(A.device), torch.from_numpy(distance).to(A.device))
+
+
+def max_entropy_distribution(
+    A: torch.Tensor,
+    T: torch.Tensor,
+    rows: Sequence[int] | None = None,
+    rtol: float = DEFAULT_RTOL,
+    tol: float = 1e-12,
+    max_steps: int = 100,
+) -> torch.Tensor:
+    """argmax H(p) over P_i for each row i. A: (n, n) row-stochastic, T: (n, d) -> (r, n) float64.
+
+    ``rows``: the rows to solve (default all), one output row per entry. The maximiser is
+    softmax(Q lambda_i) with lambda_i minimising the dual f(lambda) = logsumexp(Q lambda) -
+    lambda^T Q^T a_i (gradient Q^T (p - a_i), Hessian Q^T (diag p - p p^T) Q); damped Newton
+    steps until the constraint residual ||Q^T (p - a_i)|| is below ``tol``. Every a_i of a
+    softmax is strictly positive, so P_i has interior points and lambda_i is finite.
+
+    Raises:
+        ValueError: shapes that do not match, a non-stochastic A, a row with a zero weight
+            (P_i may then have no interior point).
+        RuntimeError: Newton's method does not reach ``tol`` in ``max_steps`` steps.
+    """
+    check_attention_and_values(A, T)
+    check_attention_distribution(A)
+    n = A.shape[-1]
+    rows = list(range(n)) if rows is None else [check_integer(i, "row", 0, n - 1) for i in rows]
+    Q = torch.from_numpy(constraint_basis(T, rtol))  # cpu: the basis is computed in float64 on the CPU
+    a = A.detach().double().cpu()[rows]  # (r, n)
+    if bool((a <= 0).any()):
+        raise ValueError("A row has a zero weight: the maximum-entropy point needs strictly positive attention.")
+    target = a @ Q  # (r, m): the constraints Q^T p = Q^T a_i
+    lam = torch.zeros_like(target)  # lambda = 0: the uniform distribution
+    points = torch.softmax(lam @ Q.T, dim=-1)
+
+    def dual(lam):  # (r,) the dual objective per row
+        return torch.logsumexp(lam @ Q.T, dim=-1) - (lam * target).sum(-1)
+
+    for _ in range(max_steps):
+        gradient = points @ Q - target  # (r, m)
+        if float(gradient.norm(dim=-1).max()) < tol:
+            return points.to(A.device)
+        covariance = torch.diag_embed(points) - points[:, :, None] * points[:, None, :]  # (r, n, n)
+        hessian = Q.T @ covariance @ Q  # (r, m, m); singular only along Q's ones direction
+        hessian = hessian + 1e-14 * torch.eye(Q.shape[1], dtype=Q.dtype)
+        step = torch.linalg.lstsq(hessian, gradient[..., None]).solution[..., 0]
+        size = torch.ones(len(rows), dtype=Q.dtype)
+        before = dual(lam)
+        for _ in range(60):  # backtracking: the dual must not rise
+            trial = lam - size[:, None] * step
+            worse = dual(trial) > before + 1e-4 * size * (gradient * step).sum(-1) * -1
+            if not bool(worse.any()):
+                break
+            size = torch.where(worse, size / 2, size)
+        lam = lam - size[:, None] * step
+        points = torch.softmax(lam @ Q.T, dim=-1)
+    raise RuntimeError(f"Newton's method did not reach a residual of {tol:g} in {max_steps} steps.")

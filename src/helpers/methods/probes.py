@@ -119,7 +119,8 @@ def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) ->
     average = targets.double().mean(dim=0, keepdim=True)
     gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64, device=z.device)
     L, info = torch.linalg.cholesky_ex(gram)
-    if info != 0:
+    # a pivot at rounding level means dependent columns, whether or not LAPACK stopped on it (kernels differ)
+    if info != 0 or bool((L.diagonal() ** 2).min() <= 1e-12 * gram.diagonal().max()):
         raise ValueError("The hidden tokens are linearly dependent (singular normal equations); fit with ridge > 0.")
     weight = torch.cholesky_solve(z.T @ (targets.double() - average), L)  # (d, d_in)
     return mean, std, torch.cat([weight, average])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -210,7 +212,7 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
     roles = list(dict.fromkeys(summary["role"]))
     colours = dict(zip(roles, (RAW, EFFECTIVE, NULL, PAPER), strict=False))
     width = 0.8 / len(roles)
-    fig, ax = plt.subplots(figsize=(8.0, 4.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.6 * len(kinds)), 4.8), layout="constrained")
     for k, role in enumerate(roles):
         rows = summary[summary["role"] == role].set_index("kind").reindex(kinds)
         x = np.arange(len(kinds)) + (k - (len(roles) - 1) / 2) * width
@@ -219,7 +221,7 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
         ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=label)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xticks(np.arange(len(kinds)), kinds)
+    ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 16) for kind in kinds])
     ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
     ax.set_ylim(top=max(1.0, float(summary["high"].max())) * 3)  # room above the tallest interval
     fig.legend(loc="outside lower center", ncols=len(roles))

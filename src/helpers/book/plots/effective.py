@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .heatmaps import as_numpy, token_heatmap
-from .style import EFFECTIVE, NULL, RAW
+from .style import EFFECTIVE, NULL, PAPER, RAW
 
 LENGTH_BINS = (0, 16, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 400, 512)
 
@@ -172,24 +172,28 @@ def plot_distribution_distances(distances: pd.DataFrame, title: str | None = Non
 
     distances: one row per head (index: head number 1..h) with the columns
     "raw A to effective", "nearest distribution to effective" and "nearest
-    distribution to raw A" (median L1 distance over a head's rows), as chapter 4
-    computes them with ``helpers.methods.distributions``. Grouped bars, one group per head; ``title`` (the
+    distribution to raw A" (median L1 distance over a head's rows), and optionally
+    "maximum entropy to effective" (a fourth bar), as chapter 4 computes them with
+    ``helpers.drivers.effective.nearest_distributions``. Grouped bars, one group per head; ``title`` (the
     layer and the input, say) heads the legend above the bars.
     """
     columns = ["raw A to effective", "nearest distribution to effective", "nearest distribution to raw A"]
     missing = [c for c in columns if c not in distances.columns]
     if missing:
         raise ValueError(f"distances lacks the columns {missing}.")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9.6, 4.6), layout="constrained")
-    x = np.arange(len(distances))
-    width = 0.27
     colours = [NULL, EFFECTIVE, RAW]
+    if "maximum entropy to effective" in distances.columns:
+        columns.append("maximum entropy to effective")
+        colours.append(PAPER)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9.6, 4.8), layout="constrained")
+    x = np.arange(len(distances))
+    width = 0.8 / len(columns)
     for k, (column, colour) in enumerate(zip(columns, colours, strict=True)):
-        ax.bar(x + (k - 1) * width, distances[column], width, color=colour, label=column)
+        ax.bar(x + (k - (len(columns) - 1) / 2) * width, distances[column], width, color=colour, label=column)
     ax.set_xticks(x)
     ax.set_xticklabels([str(h) for h in distances.index])
     ax.set_xlabel("head")
     ax.set_ylabel("median L1 distance over rows")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, title=title)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, title=title)
     return ax
