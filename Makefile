@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 # The notebook check: nbval, numbers compared within a stated tolerance (tests/nbval_tolerance.py, CONTRIBUTING.md).
-# A cell may take up to 20 minutes: under the generic kernels below, chapter 7's exact HTA on its validation pairs
-# takes about 10 (2.5 with the machine's own kernels), and 600 s timed out on a fresh clone sharing its 2 cores.
+# A cell may take up to 20 minutes: no cell takes 6 under the kernels below (chapter 9's interventions take the
+# longest), but under MKL's SSE path chapter 7's exact HTA took 10, and 600 s timed out on a fresh clone.
 PYTEST_NBVAL := -p tests.nbval_tolerance --nbval --nbval-current-env --nbval-cell-timeout=1200 --nbval-sanitize-with tests/nbval_sanitize.cfg
 # It runs on other CPU kernels than the ones that wrote the committed outputs (AVX-512): ATen's generic code
 # path, which no machine uses by default, and MKL's AVX2 path, the one most laptops take; one thread per

@@ -121,16 +121,17 @@ def max_entropy_distribution(
     T: torch.Tensor,
     rows: Sequence[int] | None = None,
     rtol: float = DEFAULT_RTOL,
-    tol: float = 1e-12,
-    max_steps: int = 100,
+    tol: float = 1e-9,
+    max_steps: int = 200,
 ) -> torch.Tensor:
     """argmax H(p) over P_i for each row i. A: (n, n) row-stochastic, T: (n, d) -> (r, n) float64.
 
     ``rows``: the rows to solve (default all), one output row per entry. The maximiser is
     softmax(Q lambda_i) with lambda_i minimising the dual f(lambda) = logsumexp(Q lambda) -
     lambda^T Q^T a_i (gradient Q^T (p - a_i), Hessian Q^T (diag p - p p^T) Q); damped Newton
-    steps until the constraint residual ||Q^T (p - a_i)|| is below ``tol``. Every a_i of a
-    softmax is strictly positive, so P_i has interior points and lambda_i is finite.
+    steps until the constraint residual ||Q^T (p - a_i)|| is below ``tol`` (a_i renormalised in
+    float64). Every a_i of a softmax is strictly positive, so P_i has interior points and
+    lambda_i is finite; in a thin polytope some weights of the optimum are tiny (1e-20 and below).
 
     Raises:
         ValueError: shapes that do not match, a non-stochastic A, a row with a zero weight
@@ -143,6 +144,7 @@ def max_entropy_distribution(
     rows = list(range(n)) if rows is None else [check_integer(i, "row", 0, n - 1) for i in rows]
     Q = torch.from_numpy(constraint_basis(T, rtol))  # cpu: the basis is computed in float64 on the CPU
     a = A.detach().double().cpu()[rows]  # (r, n)
+    a = a / a.sum(-1, keepdim=True)  # float32 rows sum to 1 only to ~1e-7: the constraints must be consistent
     if bool((a <= 0).any()):
         raise ValueError("A row has a zero weight: the maximum-entropy point needs strictly positive attention.")
     target = a @ Q  # (r, m): the constraints Q^T p = Q^T a_i
@@ -158,13 +160,14 @@ def max_entropy_distribution(
             return points.to(A.device)
         covariance = torch.diag_embed(points) - points[:, :, None] * points[:, None, :]  # (r, n, n)
         hessian = Q.T @ covariance @ Q  # (r, m, m); singular only along Q's ones direction
-        hessian = hessian + 1e-14 * torch.eye(Q.shape[1], dtype=Q.dtype)
+        hessian = hessian + 1e-14 * torch.eye(Q.shape[1], dtype=Q.dtype, device=Q.device)
         step = torch.linalg.lstsq(hessian, gradient[..., None]).solution[..., 0]
-        size = torch.ones(len(rows), dtype=Q.dtype)
+        size = torch.ones(len(rows), dtype=Q.dtype, device=Q.device)
         before = dual(lam)
-        for _ in range(60):  # backtracking: the dual must not rise
+        slack = 1e-13 * before.abs().clamp_min(1)  # near the optimum the dual only moves at rounding level
+        for _ in range(60):  # backtracking: the dual must fall (Armijo), up to rounding
             trial = lam - size[:, None] * step
-            worse = dual(trial) > before + 1e-4 * size * (gradient * step).sum(-1) * -1
+            worse = dual(trial) > before - 1e-4 * size * (gradient * step).sum(-1) + slack
             if not bool(worse.any()):
                 break
             size = torch.where(worse, size / 2, size)
