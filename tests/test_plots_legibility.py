@@ -517,6 +517,22 @@ def case_layer_rates():
     return plots.plot_layer_rates(_layer_rates(), chance=0.05, title="Token identifiability by layer (book corpus)")
 
 
+def case_identifiability_controls():
+    rng = _rng()
+    rows = [
+        {"model": model, "example": e, "hidden_state": state, "target": target, "tokens": tokens,
+         "rate": float(np.clip(1 - 0.1 * state * rng.uniform(0.2, 1.5), 0, 1))}
+        for model in ("before", "after")
+        for e in range(5)
+        for state in range(LAYERS + 1)
+        for target in ("x", "position", "word")
+        for tokens in ("all", "unique")
+    ]  # fmt: skip
+    return plots.plot_identifiability_controls(
+        pd.DataFrame(rows), titles={"before": "pre-trained", "after": "fine-tuned"}
+    )
+
+
 def case_generalisation():
     values = torch.as_tensor(_rng().random((LAYERS + 1, LAYERS + 1)))
     return plots.plot_generalisation(values, title="Linear map, cosine: trained on one layer, tested on another")

@@ -39,7 +39,13 @@ from .nullspace import (
     plot_null_step,
     plot_rank_sweep,
 )
-from .probes import plot_fraction_curve, plot_generalisation, plot_layer_rates, plot_neighbour_rates
+from .probes import (
+    plot_fraction_curve,
+    plot_generalisation,
+    plot_identifiability_controls,
+    plot_layer_rates,
+    plot_neighbour_rates,
+)
 from .style import EFFECTIVE, NULL, PAPER, RAW, set_style
 
 # ---- chapter 6: word classes

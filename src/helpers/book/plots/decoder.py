@@ -221,7 +221,7 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
         ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=label)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 16) for kind in kinds])
+    ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 16).replace("d_v", "$d_v$") for kind in kinds])
     ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
     ax.set_ylim(top=max(1.0, float(summary["high"].max())) * 3)  # room above the tallest interval
     fig.legend(loc="outside lower center", ncols=len(roles))
@@ -240,7 +240,7 @@ def plot_layer_interventions(per_layer: pd.DataFrame, readings: pd.DataFrame) ->
     fig, axes = plt.subplots(2, 1, figsize=(8.0, 7.6), sharex=True, layout="constrained")
     for kind, colour in zip(dict.fromkeys(per_layer["kind"]), (RAW, EFFECTIVE, NULL), strict=False):
         rows = per_layer[per_layer["kind"] == kind].sort_values("layer")
-        axes[0].plot(rows["layer"], rows["delta"], "o-", color=colour, label=kind)
+        axes[0].plot(rows["layer"], rows["delta"], "o-", color=colour, label=kind.replace("d_v", "$d_v$"))
         axes[0].fill_between(rows["layer"], rows["low"], rows["high"], color=colour, alpha=0.2)
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[0].set_yscale("symlog", linthresh=0.01)

@@ -168,3 +168,39 @@ def plot_neighbour_rates(
     ax.set_title(title)
     ax.legend(ncol=1 if len(layers) <= 13 else 2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
+
+
+CONTROL_STYLES = {  # (target, tokens) -> label, colour, line, marker
+    ("x", "all"): ("x, all tokens (the paper's measure)", "black", "-", "o"),
+    ("x", "unique"): ("x, tokens with a unique piece", "grey", "-", "s"),
+    ("word", "all"): ("word-piece part only", RAW, "--", "^"),
+    ("position", "all"): ("position + segment part only", PAPER, ":", "v"),
+}
+
+
+def plot_identifiability_controls(rates: pd.DataFrame, titles: Mapping[str, str] | None = None) -> plt.Figure:
+    """Naive identifiability beside its controls, one panel per model: the mean rate over sequences per hidden state.
+
+    rates: ``identifiability.naive_control_rates`` output with a ``model`` column (e.g. "before",
+    "after"); ``titles``: model -> panel title (default the model names). One line per target and
+    token subset of ``CONTROL_STYLES``; the legend below the panels.
+    """
+    _check_table(rates, ["model", "hidden_state", "target", "tokens", "rate"], "plot_identifiability_controls")
+    means = rates.groupby(["model", "target", "tokens", "hidden_state"], sort=False)["rate"].mean()
+    models = list(dict.fromkeys(rates["model"]))
+    titles = dict(titles or {})
+    fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.4), sharey=True, layout="constrained")
+    for ax, model in zip(np.atleast_1d(axes), models, strict=True):
+        for (target, tokens), (label, colour, line, marker) in CONTROL_STYLES.items():
+            if (model, target, tokens) not in means.index.droplevel("hidden_state"):
+                continue
+            curve = means.loc[(model, target, tokens)]
+            ax.plot(curve.index, curve.values, linestyle=line, marker=marker, color=colour, label=label)
+        ax.set_xticks(sorted(rates["hidden_state"].unique()))
+        ax.set_xlabel("hidden state (0 = embedding output)")
+        ax.set_title(titles.get(model, str(model)))
+    first = np.atleast_1d(axes)[0]
+    first.set_ylabel("share identified (cosine)")
+    first.set_ylim(0, 1.05)
+    fig.legend(*first.get_legend_handles_labels(), loc="outside lower center", ncols=2)
+    return fig
