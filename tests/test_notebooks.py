@@ -309,3 +309,15 @@ def test_the_chapter_says_how_long_it_takes(notebook):
     assert measured / 1.5 <= int(said[1]) <= max(1.0, measured * 1.5), (
         f"{notebook.name}: says {said[1]} minutes, the committed run took {measured:.1f}"
     )
+
+
+@pytest.mark.parametrize("notebook", [*CHAPTERS, ROOT / "book" / "report.ipynb"], ids=lambda p: p.stem)
+def test_no_committed_output_is_a_warning(notebook):
+    """A warning on stderr names the machine's paths and reads differently on every clone: silence its cause."""
+    streams = [
+        output.text
+        for cell in _cells(notebook, "code")
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream" and output.get("name") == "stderr"
+    ]
+    assert not streams, f"{notebook.name}: stderr in a committed output: {streams[0][:200]!r}"

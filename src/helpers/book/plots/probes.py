@@ -186,7 +186,7 @@ def plot_identifiability_controls(rates: pd.DataFrame, titles: Mapping[str, str]
     token subset of ``CONTROL_STYLES``; the legend below the panels.
     """
     _check_table(rates, ["model", "hidden_state", "target", "tokens", "rate"], "plot_identifiability_controls")
-    means = rates.groupby(["model", "target", "tokens", "hidden_state"], sort=False)["rate"].mean()
+    means = rates.groupby(["model", "target", "tokens", "hidden_state"])["rate"].mean()  # sorted: fast lookups
     models = list(dict.fromkeys(rates["model"]))
     titles = dict(titles or {})
     fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.4), sharey=True, layout="constrained")
