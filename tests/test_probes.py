@@ -491,7 +491,7 @@ def test_naive_control_rates_agree_with_the_naive_table_and_brute_force(tiny_mod
         ("Prices rose again in May.", "In May the prices rose again."),
     ]
     identifiability = helpers.drivers.identifiability
-    rates = identifiability.naive_control_rates(tiny_model, tokenizer, texts, progress=False)
+    rates = helpers.drivers.identifiability_controls.naive_control_rates(tiny_model, tokenizer, texts, progress=False)
     states = tiny_model.config.num_hidden_layers + 1
     assert len(rates) == len(texts) * states * 3 * 2
     # the paper's measure, pooled over every token, is the naive table's rate
@@ -520,4 +520,6 @@ def test_naive_control_rates_agree_with_the_naive_table_and_brute_force(tiny_mod
             chosen = unique[rows]
             assert abs(got["unique"] - hit[chosen].double().mean()) < 1e-12
     with pytest.raises(ValueError, match="distance"):
-        identifiability.naive_control_rates(tiny_model, tokenizer, texts, distance="dot", progress=False)
+        helpers.drivers.identifiability_controls.naive_control_rates(
+            tiny_model, tokenizer, texts, distance="dot", progress=False
+        )

@@ -2,8 +2,8 @@
 
 The book promises that a reader who points ``BOOK_MODEL`` at another BERT gets
 a book whose cells still run and whose prose is still computed. This test
-executes each chapter on a randomly initialised BERT with 4 layers, 2 heads
-and d = 128 (so d_v = 64, as in BERT-Base, where the bundled model has 32), saved to a temporary folder with
+executes each chapter on a randomly initialised BERT with 4 layers, 3 heads
+and d = 192 (so d_v = 64, as in BERT-Base, where the bundled model has 32), saved to a temporary folder with
 the bundled tokenizer (the decoder chapter: a random 4-layer Llama with
 grouped-query heads and the bundled decoder's tokenizer), in report mode: claims may fail on random weights (that
 is only reported), but no cell may raise.
@@ -24,7 +24,7 @@ import helpers
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
-SECOND_SHAPE = dict(num_hidden_layers=4, num_attention_heads=2, hidden_size=128, intermediate_size=256)
+SECOND_SHAPE = dict(num_hidden_layers=4, num_attention_heads=3, hidden_size=192, intermediate_size=384)
 
 
 def save_random_llama(folder: Path, seed: int = 1) -> Path:
@@ -79,7 +79,7 @@ def test_the_second_decoder_has_another_shape(second_decoder):
 def test_the_second_model_has_another_shape(second_model):
     model, _ = helpers.load_model(str(second_model))
     second, default = helpers.describe(model), helpers.describe(helpers.load_model()[0])
-    assert (second.num_layers, second.heads, second.d, second.d_v) == (4, 2, 128, 64)
+    assert (second.num_layers, second.heads, second.d, second.d_v) == (4, 3, 192, 64)
     assert (second.num_layers, second.d_v) != (default.num_layers, default.d_v)
 
 

@@ -422,55 +422,6 @@ def piece_chance(tokens: HiddenTokens) -> torch.Tensor:
     return _copies(tokens).float() / tokens.lengths.float().repeat_interleave(tokens.lengths)
 
 
-NAIVE_TARGETS = ("x", "position", "word")
-
-
-def naive_control_rates(
-    model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine", progress: bool = True
-) -> pd.DataFrame:
-    """Naive identifiability per example and hidden state, beside its position and word controls.
-
-    Token i counts at hidden state l when e_i^l is nearest (``distance``) among its sequence's targets to its own:
-    ``target`` "x" is the paper's measure (x_j, the whole input), "position" the position + segment part of x_j
-    alone (what position allows), "word" the word-piece part alone (a token counts when the nearest carries its
-    piece, as copies of a piece tie). ``tokens`` "all" or "unique" (only the tokens whose piece occurs once in
-    their sequence; NaN for an example without one). Returns ``example, hidden_state, target, tokens, rate``
-    (an encoder only: ``input_parts``).
-    """
-    examples = check_records(examples)
-    check_choice(distance, LOSSES, "distance")
-    tokens = collect_hidden_tokens(model, tokenizer, examples, progress=progress)
-    parts = input_parts(model, tokens)
-    targets = {"x": tokens.x, "position": parts.position, "word": parts.word}
-    own = torch.arange(len(tokens))
-    sequences = tokens.sequence.long().cpu()
-    subsets = {"all": torch.ones(len(tokens), dtype=torch.bool), "unique": unique_pieces(tokens).cpu()}
-    rows = []
-    for state in range(tokens.num_layers + 1):
-        for name in NAIVE_TARGETS:
-            nearest = nearest_in_sequence(
-                tokens.hidden[state], tokens.sequence, targets[name], tokens.sequence, distance
-            )
-            hit = tokens.input_ids[nearest] == tokens.input_ids if name == "word" else nearest == own.to(nearest.device)
-            hit = hit.double().cpu()
-            for subset, chosen in subsets.items():
-                counts = torch.bincount(sequences[chosen], minlength=len(examples)).double()
-                hits = torch.bincount(sequences[chosen], weights=hit[chosen], minlength=len(examples))
-                rate = torch.where(counts > 0, hits / counts.clamp_min(1), torch.nan)
-                rows.append(
-                    pd.DataFrame(
-                        {
-                            "example": range(len(examples)),
-                            "hidden_state": state,
-                            "target": name,
-                            "tokens": subset,
-                            "rate": rate.numpy(),  # cpu: bincounts of CPU tensors
-                        }
-                    )
-                )
-    return pd.concat(rows, ignore_index=True)
-
-
 def identified(
     token_map: TokenMap,
     tokens: HiddenTokens,

@@ -118,8 +118,7 @@ def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) ->
     z = (hidden.double() - mean) / std
     average = targets.double().mean(dim=0, keepdim=True)
     gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64, device=z.device)
-    L, info = torch.linalg.cholesky_ex(gram)
-    # a pivot at rounding level means dependent columns, whether or not LAPACK stopped on it (kernels differ)
+    L, info = torch.linalg.cholesky_ex(gram)  # a rounding-level pivot: dependent columns, LAPACK stopped or not
     if info != 0 or bool((L.diagonal() ** 2).min() <= 1e-12 * gram.diagonal().max()):
         raise ValueError("The hidden tokens are linearly dependent (singular normal equations); fit with ridge > 0.")
     weight = torch.cholesky_solve(z.T @ (targets.double() - average), L)  # (d, d_in)

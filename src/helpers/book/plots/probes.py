@@ -181,7 +181,7 @@ CONTROL_STYLES = {  # (target, tokens) -> label, colour, line, marker
 def plot_identifiability_controls(rates: pd.DataFrame, titles: Mapping[str, str] | None = None) -> plt.Figure:
     """Naive identifiability beside its controls, one panel per model: the mean rate over sequences per hidden state.
 
-    rates: ``identifiability.naive_control_rates`` output with a ``model`` column (e.g. "before",
+    rates: ``identifiability_controls.naive_control_rates`` output with a ``model`` column (e.g. "before",
     "after"); ``titles``: model -> panel title (default the model names). One line per target and
     token subset of ``CONTROL_STYLES``; the legend below the panels.
     """
