@@ -27,6 +27,7 @@ import torch
 from ..model.numbering import check_count, check_integer
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
+from .prefix_gram import prefix_gram_solve
 
 __all__ = [
     "causal_effective_attention",
@@ -127,7 +128,8 @@ def causal_effective_attention(
             dimension -3 in runs of ``groups`` share T, so each prefix basis is computed once.
         rtol: singular values at most ``rtol * max`` count as zero (per prefix).
         algorithm: ``"gram"`` grows the m x m Gram matrix of the prefix by one rank-one term per
-            row and projects with its pseudo-inverse (n eigendecompositions of m x m per head);
+            row and projects with its pseudo-inverse (a Cholesky factor per prefix, an eigendecomposition
+            where the factor cannot settle the rank);
             ``"svd"`` takes the SVD of every prefix (n SVDs of up to n x m per head); ``"auto"``
             (default) takes "gram" for m <= 128 (V, the fast path) and "svd" otherwise.
 
@@ -175,7 +177,8 @@ def _rows_by_gram(A: torch.Tensor, M: torch.Tensor, groups: int, rtol: float) ->
     Because A is causal, M[:i+1]^T a_i = (A M)[i] for every row at once, and the projection of
     a_i onto range(M[:i+1]) is M[:i+1] G_i^+ (A M)[i]: row i of tril((A M) G_i^+ M^T).
     G_i^+ keeps the eigenvalues above (rtol * sigma_max)^2, the squares of the singular values
-    the SVD route keeps. One shared head at a time (n Gram matrices of m x m each).
+    the SVD route keeps (``helpers.methods.prefix_gram``: an eigendecomposition only for the
+    prefixes a Cholesky factor cannot settle). One shared head at a time.
     """
     n, m = A.shape[-1], M.shape[-1]
     batch = M.shape[:-2]
@@ -185,18 +188,12 @@ def _rows_by_gram(A: torch.Tensor, M: torch.Tensor, groups: int, rtol: float) ->
     effective = torch.empty_like(flat_A)
     full = torch.empty(flat_A.shape[:-1], dtype=torch.bool, device=A.device)
     causal = torch.tril(torch.ones(n, n, dtype=torch.bool, device=A.device))
-    sizes = torch.arange(1, n + 1, device=A.device)
     for b in range(flat_M.shape[0]):
         Mb = flat_M[b]  # (n, m)
-        gram = torch.cumsum(Mb[:, :, None] * Mb[:, None, :], dim=0)  # (n, m, m): G_0, G_1, ...
-        values, vectors = torch.linalg.eigh(gram)  # ascending eigenvalues
-        keep = values > (rtol**2) * values[:, -1:].clamp_min(0.0)
-        inverse = torch.where(keep, 1.0 / torch.where(keep, values, torch.ones_like(values)), torch.zeros_like(values))
         C = flat_A[b] @ Mb  # (g, n, m): row i is M[:i+1]^T a_i
-        coefficients = (C[..., None, :] @ vectors)[..., 0, :] * inverse  # (g, n, m): eigenbasis of each G_i
-        W = (vectors @ coefficients[..., None])[..., 0]  # (g, n, m): G_i^+ c_i
-        effective[b] = (W @ Mb.T) * causal
-        full[b] = (keep.sum(dim=-1) == sizes)[None]
+        solved = prefix_gram_solve(Mb, C, rtol)  # row i: G_i^+ c_i
+        effective[b] = (solved.solution @ Mb.T) * causal
+        full[b] = solved.row_full[None]
     return effective.reshape(A.shape), full.reshape(A.shape[:-1])
 
 

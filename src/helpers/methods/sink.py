@@ -27,6 +27,7 @@ import torch
 from .causal import causal_effective_attention, check_causal
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL
+from .prefix_gram import prefix_gram_solve
 
 __all__ = [
     "SINK_EPSILON",
@@ -224,7 +225,7 @@ def position_terms(
     from_row: int = 1,
     rtol: float = DEFAULT_RTOL,
 ) -> PositionTerms:
-    """The sink's terms at several positions from one eigendecomposition of each prefix's Gram matrix.
+    """The sink's terms at several positions from one pseudo-inverse solve per prefix's Gram matrix.
 
     A: (L, h, n, n) causal; V: (L, h, n, d_v) as ``Internals.V`` (its prefixes have the column
     spaces of T's when H has full row rank; or pass T itself); query heads in runs of ``groups``
@@ -251,16 +252,15 @@ def position_terms(
     for layer in range(L):
         for kv in range(M.shape[1]):
             Mb = M[layer, kv]  # (n, m)
-            values, vectors = torch.linalg.eigh(torch.cumsum(Mb[:, :, None] * Mb[:, None, :], dim=0))
-            keep = values > (rtol**2) * values[:, -1:].clamp_min(0.0)
-            inverse = torch.where(keep, 1.0 / torch.where(keep, values, torch.ones_like(values)), 0.0)
-            rank = keep.sum(dim=-1).to(torch.float64)  # (n,)
-            full = rank == sizes
-            Z = torch.einsum("pm,nmj->npj", Mb[index], vectors)  # position rows in each G_i's eigenbasis
-            leverage = torch.where(full[:, None], 1.0, (Z**2 * inverse[:, None]).sum(-1))[rows]  # (rows, p)
             a = A64[layer, kv]  # (g, n, n)
-            C = (a @ Mb)[..., None, :] @ vectors  # (g, n, 1, m)
-            W = (vectors @ (C[..., 0, :] * inverse)[..., None])[..., 0]  # (g, n, m): G_i^+ M^T a_i
+            g = a.shape[0]
+            # one solve for both: row i of (A M) (the effective weights) and M[p] (the leverages)
+            rhs = torch.cat([a @ Mb, Mb[index][:, None, :].expand(len(positions), n, -1)])  # (g + p, n, m)
+            solved = prefix_gram_solve(Mb, rhs, rtol)
+            rank = solved.rank.to(torch.float64)  # (n,)
+            full = solved.row_full
+            W, P = solved.solution[:g], solved.solution[g:]  # (g, n, m): G_i^+ M^T a_i; (p, n, m): G_i^+ M[p]
+            leverage = torch.where(full[:, None], 1.0, (P * Mb[index][:, None, :]).sum(-1).T)[rows]  # (rows, p)
             effective = torch.where(full[:, None], a[..., index], W @ Mb[index].T)[:, rows]  # (g, rows, p)
             raw = a[:, rows][..., index]  # (g, rows, p)
             rest = (a[:, rows].pow(2).sum(-1, keepdim=True) - raw**2).clamp_min(0.0).sqrt()
