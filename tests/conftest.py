@@ -21,6 +21,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests marked slow first: the workers take the notebooks (most cells first), then these, and end on
+    the many short tests, so that neither waits alone on a long one at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist: a notebook's cells (nbval items) go to one worker, in order; every
     other test is scheduled on its own, so the slow second-model runs spread over both workers."""

@@ -91,3 +91,22 @@ def test_intervention_plan_holds_out_the_sweep_and_cuts_to_one_length():
     assert plan.layer_texts == plan.texts[: len(plan.texts) // 2]
     with pytest.raises(ValueError, match="held-out"):
         budgets.intervention_plan(texts[:3], lengths[:3], used=[1, 2], d_v=64)
+
+
+def test_prompt_length_is_the_interventions_length():
+    assert budgets.prompt_length(64) == 96 == budgets.intervention_plan(["a", "b"], [96, 96], [], 64).length
+    assert budgets.prompt_length(32) == 48
+    with pytest.raises(ValueError):
+        budgets.prompt_length(0)
+
+
+def test_long_inputs_are_evenly_spaced_passages_cut_to_two_d_v(real_model):
+    model, tokenizer = real_model
+    passages = helpers.load_corpus("passages")
+    inputs = budgets.long_inputs(model, tokenizer, passages, d_v=32)
+    assert len(inputs) == budgets.LONG_INPUTS
+    lengths = [len(tokenizer(p.text_a)["input_ids"]) for p in inputs]
+    assert all(60 <= n <= 64 for n in lengths)
+    ids = [p.id for p in inputs]
+    assert ids[0] == passages[0].id and ids[-1] == passages[-1].id and len(set(ids)) == len(ids)
+    assert all(p.text_a and next(q for q in passages if q.id == p.id).text_a.startswith(p.text_a) for p in inputs)

@@ -119,6 +119,7 @@ def test_refusals():
         decoder_jacobians.decoder_block_norms(lin, depth=3, progress=False)
 
 
+@pytest.mark.slow
 def test_smollm2_seven_tokens_equal_float64_jacfwd():
     """The bundled decoder, 30 blocks: exact HTA (float32) against jacfwd (float64), every block's output,
     for input tokens 0 (which feeds every position) and 4. Each jacfwd column costs about 10 s here and over

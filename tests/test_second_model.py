@@ -83,6 +83,7 @@ def test_the_second_model_has_another_shape(second_model):
     assert (second.num_layers, second.d_v) != (default.num_layers, default.d_v)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_runs_on_the_second_model(notebook, request, tmp_path, monkeypatch):
     # a chapter about decoders runs on the random decoder, every other chapter on the random BERT

@@ -69,3 +69,18 @@ def test_prefix_encoding_keeps_the_start_and_the_closing_token(tokenizer):
 def test_prefix_encoding_rejects_bad_lengths(tokenizer, length, error):
     with pytest.raises(error):
         helpers.model.text.prefix_encoding(helpers.encode(tokenizer, LONG_TEXT), length)
+
+
+def test_leading_words_cut_at_a_word_boundary_within_the_length(tokenizer):
+    from helpers.model.text import leading_words
+
+    text = LONG_TEXT
+    for max_tokens in (5, 12, 30):
+        cut = leading_words(tokenizer, text, max_tokens)
+        n = len(tokenizer(cut)["input_ids"])
+        assert n <= max_tokens and text.startswith(cut)
+        longer = " ".join(text.split()[: len(cut.split()) + 1])
+        assert longer == cut or len(tokenizer(longer)["input_ids"]) > max_tokens  # the longest that fits
+    assert leading_words(tokenizer, "two words", 100) == "two words"
+    with pytest.raises(ValueError, match="first word"):
+        leading_words(tokenizer, text, 2)  # [CLS] and [SEP] alone fill two tokens

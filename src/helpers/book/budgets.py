@@ -8,6 +8,7 @@ code reads these rules' results; the rules, and the costs behind them, live here
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -17,6 +18,7 @@ from transformers import PreTrainedModel
 
 from ..drivers.mixing import PairPlan, plan_pairs
 from ..model.numbering import check_count
+from ..model.text import leading_words
 from .chapters import layers_and_width, work_scale
 from .paper import BERT_BASE
 
@@ -38,8 +40,11 @@ __all__ = [
     "nearest_rows",
     "attribution_sample",
     "mixing_plan",
+    "LONG_INPUTS",
+    "long_inputs",
     "fine_tuning_epochs",
     "INTERVENTION_PASSAGES",
+    "prompt_length",
     "InterventionPlan",
     "intervention_plan",
 ]
@@ -50,9 +55,11 @@ ALL_ROWS_UP_TO, LONG_INPUT_ROWS = 100, 6
 POLISH_JACOBIAN_ENTRIES = 4_000_000
 # chapter 4: one pair of linear programs per row for the nearest distribution, at most this many rows per head
 NEAREST_ROWS = 48
-# chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens; the edits of one
-# layer at a time (L times as many forward passes) on the first half of them
+# chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens (``prompt_length``);
+# the edits of one layer at a time (L times as many forward passes) on the first half of them
 INTERVENTION_PASSAGES = 16
+# chapter 7: effective attention against HTA also on this many passages cut to 2 d_v tokens (bundled encoder)
+LONG_INPUTS = 8
 # chapter 6: HTA's cost grows with n^2, so the corpus sample keeps pairs of at most this many tokens
 ATTRIBUTION_MAX_TOKENS = 48
 
@@ -148,10 +155,34 @@ def mixing_plan(model: PreTrainedModel, tokenizer, pairs: Sequence, d_v: int) ->
     return plan_pairs(tokenizer, pairs, d_v, work_scale(model), work_scale(model, 3))
 
 
+def long_inputs(model: PreTrainedModel, tokenizer, passages: Sequence, d_v: int) -> list:
+    """Chapter 7's inputs far longer than d_v: passages evenly spaced over the corpus, each cut at a word
+    boundary to at most 2 d_v tokens, so that each head's null space has about d_v dimensions (the pairs':
+    1 to 4). ``LONG_INPUTS`` of them on the bundled encoder, fewer in proportion to the cost per token
+    (L d^2) and to the square of 2 d_v against the bundled encoder's (the HTA estimate grows with n^2),
+    at least 2."""
+    tokens = 2 * check_count(d_v, "d_v")
+    long_enough = [p for p in passages if len(tokenizer(p.text_a)["input_ids"]) >= tokens]
+    bundled_tokens = 64  # 2 d_v on the bundled encoder
+    count = max(2, min(LONG_INPUTS, round(LONG_INPUTS / (work_scale(model) * (tokens / bundled_tokens) ** 2))))
+    if len(long_enough) < count:
+        raise ValueError(f"Only {len(long_enough)} passages have {tokens} tokens; the interval needs {count}.")
+    step = (len(long_enough) - 1) / max(1, count - 1)
+    chosen = [long_enough[round(k * step)] for k in range(count)]
+    return [dataclasses.replace(p, text_a=leading_words(tokenizer, p.text_a, tokens)) for p in chosen]
+
+
 def fine_tuning_epochs(model: PreTrainedModel) -> int:
     """Chapter 8: 5 epochs on the bundled encoder; on a model that costs more per token (L d^2), fewer in
     proportion, at least 2 (BERT-Base: 2)."""
     return max(2, min(5, round(10 / work_scale(model))))
+
+
+def prompt_length(d_v: int) -> int:
+    """Chapter 9's sink sweep and interventions cut every passage to 1.5 d_v tokens (96 for d_v = 64; the
+    corpus's shortest passage has 100): d_v rows whose prefixes have no null space, then d_v / 2 rows whose
+    prefixes can have one. One length for every passage keeps the null spaces' sizes alike across them."""
+    return 3 * check_count(d_v, "d_v") // 2
 
 
 class InterventionPlan(NamedTuple):
@@ -165,16 +196,16 @@ class InterventionPlan(NamedTuple):
 
 
 def intervention_plan(texts: Sequence[str], lengths: Sequence[int], used: Sequence[int], d_v: int) -> InterventionPlan:
-    """Chapter 9: up to ``INTERVENTION_PASSAGES`` texts not in ``used`` (the sink sweep's), evenly spaced over
-    those long enough, each cut to 1.5 d_v tokens (96 for d_v = 64): d_v rows without a null space to warm up,
-    then d_v / 2 rows whose prefixes can have one. Every edit runs one batched forward pass over them."""
+    """Chapter 9: up to ``INTERVENTION_PASSAGES`` texts not in ``used``, evenly spaced over those long enough,
+    each cut to ``prompt_length(d_v)`` tokens. Every edit runs one batched forward pass over them."""
     if len(texts) != len(lengths):
         raise ValueError(f"{len(texts)} texts but {len(lengths)} lengths.")
-    length = 3 * check_count(d_v, "d_v") // 2
+    length = prompt_length(d_v)
     held_out = [i for i in range(len(texts)) if i not in set(used) and lengths[i] >= length]
     if len(held_out) < 2:
         raise ValueError(f"Only {len(held_out)} held-out texts have {length} tokens; the interval needs two.")
-    step = max(1, -(-len(held_out) // INTERVENTION_PASSAGES))  # ceiling: at most INTERVENTION_PASSAGES
-    chosen = held_out[::step][:INTERVENTION_PASSAGES]
+    count = min(INTERVENTION_PASSAGES, len(held_out))
+    # evenly spaced over the held-out texts, the first and the last among them
+    chosen = [held_out[round(k * (len(held_out) - 1) / max(1, count - 1))] for k in range(count)]
     kept = [texts[i] for i in chosen]
     return InterventionPlan(kept, length, chosen, kept[: max(2, len(kept) // 2)])

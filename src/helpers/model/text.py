@@ -34,6 +34,28 @@ def first_tokens(encoding: BatchEncoding, length: int) -> BatchEncoding:
     return BatchEncoding({key: value[:, :length] for key, value in encoding.items()})
 
 
+def leading_words(tokenizer, text: str, max_tokens: int) -> str:
+    """The longest run of ``text``'s first words whose encoding (special tokens included) has at most
+    ``max_tokens`` tokens: an encoder's input cut to a length at a word boundary, its [SEP] kept.
+
+    Raises:
+        ValueError: not even the first word fits.
+    """
+    max_tokens = check_integer(max_tokens, "max_tokens", 1, None)
+    words = text.split()
+
+    def length(k: int) -> int:
+        return len(tokenizer(" ".join(words[:k]))["input_ids"])
+
+    if not words or length(1) > max_tokens:
+        raise ValueError(f"Not even the first word of the text fits in {max_tokens} tokens.")
+    low, high = 1, len(words)  # length() grows with k: the largest k that fits, by bisection
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if length(middle) <= max_tokens else (low, middle - 1)
+    return " ".join(words[:low])
+
+
 def encode(
     tokenizer,
     text: str,
