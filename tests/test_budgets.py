@@ -88,7 +88,8 @@ def test_intervention_plan_holds_out_the_sweep_and_cuts_to_one_length():
     assert plan.length == 96 and len(plan.texts) <= budgets.INTERVENTION_PASSAGES
     assert not {1, 2, 3} & set(plan.indices) and all(lengths[i] >= 96 for i in plan.indices)
     assert plan.texts == [texts[i] for i in plan.indices]
-    assert plan.layer_texts == plan.texts[: len(plan.texts) // 2]
+    assert plan.layer_examples == list(range(0, len(plan.texts), 2))
+    assert plan.layer_texts == [plan.texts[k] for k in plan.layer_examples]
     with pytest.raises(ValueError, match="held-out"):
         budgets.intervention_plan(texts[:3], lengths[:3], used=[1, 2], d_v=64)
 

@@ -1,6 +1,7 @@
 """Context-mixing measures: each against an independent slow implementation (helpers.methods.reference)."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -441,6 +442,23 @@ def test_sweep_prior_and_per_example_table(tokenizer, one_thread):
     assert table.loc[("e1", 2), "grad_input"] == rows[rows["layer"] == 2]["rho"].median()
     with pytest.raises(ValueError, match="kind"):
         helpers.drivers.mixing.example_agreement(sweep, "local")
+
+
+def test_effective_change_is_the_per_example_mean_over_layers():
+    rows = [
+        {"example": e, "measure": m, "kind": "global", "layer": layer, "position": i, "rho": rho}
+        for e, shift in (("a", 0.1), ("b", 0.3))
+        for layer in (1, 2)
+        for i in range(3)
+        for m, rho in (("attention_norm rollout", 0.9), ("attention_norm+eff rollout", 0.9 - shift * layer))
+    ]
+    sweep = helpers.drivers.mixing.MixingSweep(pd.DataFrame(rows), pd.DataFrame(), {}, None)
+    change = helpers.drivers.mixing.effective_change(sweep, ["attention_norm"])
+    # layers 1 and 2 move by shift and 2 shift: their mean is 1.5 shift, lower with effective attention
+    assert change.loc["a", "attention_norm"] == pytest.approx(-0.15)
+    assert change.loc["b", "attention_norm"] == pytest.approx(-0.45)
+    with pytest.raises(ValueError, match="globenc"):
+        helpers.drivers.mixing.effective_change(sweep, ["globenc"])
 
 
 def test_plan_pairs_scales_with_the_model(tokenizer):

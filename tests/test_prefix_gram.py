@@ -89,3 +89,9 @@ def test_prefix_solve_rejects_mismatched_shapes():
         prefix_gram_solve(torch.ones(5, 3, dtype=torch.float64), torch.ones(2, 5, 4, dtype=torch.float64), 1e-5)
     with pytest.raises(ValueError, match="2 dimensions"):
         prefix_gram_solve(torch.ones(2, 5, 3, dtype=torch.float64), torch.ones(2, 5, 3, dtype=torch.float64), 1e-5)
+
+
+def test_prefix_solve_refuses_a_tolerance_the_gram_route_cannot_honour():
+    M = torch.randn(6, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="SVD"):
+        prefix_gram_solve(M, M[None], 1e-8)

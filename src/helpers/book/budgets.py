@@ -186,13 +186,15 @@ def prompt_length(d_v: int) -> int:
 
 
 class InterventionPlan(NamedTuple):
-    """Chapter 9's interventions: ``texts`` (held-out passages, their ``indices``), the ``length`` they are cut
-    to, and ``layer_texts``, those the edits of one layer at a time run on."""
+    """Chapter 9's interventions: ``texts`` (the passages, their ``indices`` in the corpus), the ``length`` they
+    are cut to, and ``layer_texts``, those the edits of one layer at a time run on (every second of ``texts``,
+    at the positions ``layer_examples`` of ``texts``)."""
 
     texts: list[str]
     length: int
     indices: list[int]
     layer_texts: list[str]
+    layer_examples: list[int]
 
 
 def intervention_plan(texts: Sequence[str], lengths: Sequence[int], used: Sequence[int], d_v: int) -> InterventionPlan:
@@ -208,4 +210,6 @@ def intervention_plan(texts: Sequence[str], lengths: Sequence[int], used: Sequen
     # evenly spaced over the held-out texts, the first and the last among them
     chosen = [held_out[round(k * (len(held_out) - 1) / max(1, count - 1))] for k in range(count)]
     kept = [texts[i] for i in chosen]
-    return InterventionPlan(kept, length, chosen, kept[: max(2, len(kept) // 2)])
+    # every second text, so that they too span the corpus; at least two
+    layer_examples = list(range(0, len(kept), 2)) if len(kept) >= 4 else list(range(min(2, len(kept))))
+    return InterventionPlan(kept, length, chosen, [kept[k] for k in layer_examples], layer_examples)

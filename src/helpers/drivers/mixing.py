@@ -197,6 +197,17 @@ def example_agreement(sweep, kind: str = "global") -> pd.DataFrame:
     return table[sorted(table.columns, key=_measure_order)]
 
 
+def effective_change(sweep, measures: Sequence[str] = NORM_MEASURES) -> pd.DataFrame:
+    """Per example (rows) and measure (columns): how much effective attention in place of A changes the
+    measure's rollout's median Spearman with HTA (effective less raw), averaged over layers."""
+    by_example = example_agreement(sweep)
+    missing = [m for m in measures if f"{m}+eff rollout" not in by_example or f"{m} rollout" not in by_example]
+    if missing:
+        raise ValueError(f"The sweep lacks {missing} with and without effective attention.")
+    change = {m: by_example[f"{m}+eff rollout"] - by_example[f"{m} rollout"] for m in measures}
+    return pd.DataFrame(change).groupby(level="example").mean()
+
+
 class PairPlan(NamedTuple):
     """Which pairs chapter 7 runs on, scaled to the model's cost (``plan_pairs``)."""
 

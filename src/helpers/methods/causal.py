@@ -27,6 +27,7 @@ import torch
 from ..model.numbering import check_count, check_integer
 from .effective import EffectiveAttention
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
+from .prefix_gram import MIN_RTOL as GRAM_MIN_RTOL
 from .prefix_gram import prefix_gram_solve
 
 __all__ = [
@@ -131,7 +132,8 @@ def causal_effective_attention(
             row and projects with its pseudo-inverse (a Cholesky factor per prefix, an eigendecomposition
             where the factor cannot settle the rank);
             ``"svd"`` takes the SVD of every prefix (n SVDs of up to n x m per head); ``"auto"``
-            (default) takes "gram" for m <= 128 (V, the fast path) and "svd" otherwise.
+            (default) takes "gram" for m <= 128 (V, the fast path) and "svd" otherwise, or where
+            ``rtol`` is below the Gram route's 1e-6.
 
     Returns:
         ``EffectiveAttention(effective, null)``, both ``(..., n, n)``, causal, in A's dtype
@@ -146,7 +148,7 @@ def causal_effective_attention(
         raise ValueError(f"algorithm must be 'auto', 'gram' or 'svd', got {algorithm!r}.")
     M = _shared(_value_side(A, T, V, H, rtol), groups).to(torch.float64)
     if algorithm == "auto":
-        algorithm = "gram" if M.shape[-1] <= 128 else "svd"
+        algorithm = "gram" if M.shape[-1] <= 128 and rtol >= GRAM_MIN_RTOL else "svd"
     A64 = A.to(torch.float64)
     if algorithm == "svd":
         effective, full = _rows_by_svd(A64, M, groups, rtol)

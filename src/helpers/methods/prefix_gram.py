@@ -4,7 +4,7 @@ A causal head projects row i onto range(M[:i+1]), which takes ``G_i^+ c`` for th
 ``G_i = M[:i+1]^T M[:i+1]`` of every prefix. An eigendecomposition of each ``G_i`` (m x m) does it
 for any rank, at a cost that dominates chapter 9's sweeps. Most prefixes need none:
 
-* while ``M[:i+1]`` has full row rank (i + 1 <= m, no repeated row), the projection is the
+* while ``M[:i+1]`` has full row rank (i + 1 <= m, linearly independent rows), the projection is the
   identity; the leading blocks of one Cholesky factor of ``K = M M^T`` show it for every such
   prefix at once;
 * once ``G_i`` has full rank m, ``G_i^+ = G_i^{-1}``: a Cholesky solve.
@@ -14,7 +14,8 @@ eigenvalue (``lambda > (rtol sigma_max)^2``, the squared singular values the SVD
 a Cholesky factor ``G = L L^T``, ``lambda_min >= 1 / ||L^{-1}||_F^2`` and
 ``lambda_max <= trace(G)``. Every other prefix (a rank-deficient one, or a bound too loose to
 decide) takes the eigendecomposition, so the ranks are the eigenvalue rule's and the solutions
-agree with it to rounding.
+agree with it to rounding. That holds while ``rtol^2`` stays far above m times the machine epsilon
+(``MIN_RTOL``; the default 1e-5 leaves a margin of about 10^4 in float64).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import torch
 
 from ..model.checks import check_tensor
 
-__all__ = ["PrefixSolve", "prefix_gram_solve"]
+__all__ = ["MIN_RTOL", "PrefixSolve", "prefix_gram_solve"]
 
 # the bounds must clear the rule by this factor: rounding in the factors cannot then flip a rank
 _SAFETY = 1e-2
+# A Gram matrix squares the condition number: below this rtol, (rtol sigma_max)^2 nears m eps lambda_max and the
+# eigenvalue rule itself stops telling rank from rounding (take the SVD of each prefix instead)
+MIN_RTOL = 1e-6
 
 
 class PrefixSolve(NamedTuple):
@@ -79,6 +83,11 @@ def prefix_gram_solve(M: torch.Tensor, rhs: torch.Tensor, rtol: float) -> Prefix
     eigenvalues above ``(rtol sigma_max(M[:i+1]))^2``. Returns ``PrefixSolve``.
     """
     check_tensor(M, "M", dims=2)
+    if not MIN_RTOL <= rtol < 1:
+        raise ValueError(
+            f"rtol must lie in [{MIN_RTOL:g}, 1) for a Gram route; got {rtol!r}. Below it the squared singular "
+            "values sink into rounding: use the SVD of each prefix (causal_effective_attention(..., algorithm='svd'))."
+        )
     if rhs.shape[-2:] != M.shape:
         raise ValueError(f"M must be (n, m) and rhs (..., n, m); got {tuple(M.shape)} and {tuple(rhs.shape)}.")
     n, m = M.shape
