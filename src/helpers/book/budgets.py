@@ -56,7 +56,7 @@ POLISH_JACOBIAN_ENTRIES = 4_000_000
 # chapter 4: one pair of linear programs per row for the nearest distribution, at most this many rows per head
 NEAREST_ROWS = 48
 # chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens (``prompt_length``);
-# the edits of one layer at a time (L times as many forward passes) on the first half of them
+# the edits of one layer at a time (L times as many forward passes) on every second of them
 INTERVENTION_PASSAGES = 16
 # chapter 7: effective attention against HTA also on this many passages cut to 2 d_v tokens (bundled encoder)
 LONG_INPUTS = 8
@@ -155,6 +155,11 @@ def mixing_plan(model: PreTrainedModel, tokenizer, pairs: Sequence, d_v: int) ->
     return plan_pairs(tokenizer, pairs, d_v, work_scale(model), work_scale(model, 3))
 
 
+def _evenly_spaced(items: Sequence, count: int) -> list:
+    """``count`` of ``items`` evenly spaced over them, the first and (for count > 1) the last among them."""
+    return [items[round(k * (len(items) - 1) / max(1, count - 1))] for k in range(count)]
+
+
 def long_inputs(model: PreTrainedModel, tokenizer, passages: Sequence, d_v: int) -> list:
     """Chapter 7's inputs far longer than d_v: passages evenly spaced over the corpus, each cut at a word
     boundary to at most 2 d_v tokens, so that each head's null space has about d_v dimensions (the pairs':
@@ -167,8 +172,7 @@ def long_inputs(model: PreTrainedModel, tokenizer, passages: Sequence, d_v: int)
     count = max(2, min(LONG_INPUTS, round(LONG_INPUTS / (work_scale(model) * (tokens / bundled_tokens) ** 2))))
     if len(long_enough) < count:
         raise ValueError(f"Only {len(long_enough)} passages have {tokens} tokens; the interval needs {count}.")
-    step = (len(long_enough) - 1) / max(1, count - 1)
-    chosen = [long_enough[round(k * step)] for k in range(count)]
+    chosen = _evenly_spaced(long_enough, count)
     return [dataclasses.replace(p, text_a=leading_words(tokenizer, p.text_a, tokens)) for p in chosen]
 
 
@@ -206,9 +210,7 @@ def intervention_plan(texts: Sequence[str], lengths: Sequence[int], used: Sequen
     held_out = [i for i in range(len(texts)) if i not in set(used) and lengths[i] >= length]
     if len(held_out) < 2:
         raise ValueError(f"Only {len(held_out)} held-out texts have {length} tokens; the interval needs two.")
-    count = min(INTERVENTION_PASSAGES, len(held_out))
-    # evenly spaced over the held-out texts, the first and the last among them
-    chosen = [held_out[round(k * (len(held_out) - 1) / max(1, count - 1))] for k in range(count)]
+    chosen = _evenly_spaced(held_out, min(INTERVENTION_PASSAGES, len(held_out)))
     kept = [texts[i] for i in chosen]
     # every second text, so that they too span the corpus; at least two
     layer_examples = list(range(0, len(kept), 2)) if len(kept) >= 4 else list(range(min(2, len(kept))))
