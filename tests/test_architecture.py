@@ -206,6 +206,7 @@ BARE_RETURNS = {
     "helpers.methods.nullspace.ranks_of": "one rank tensor per matrix name the caller asked for",
     "helpers.book.scoreboard.claim_sections": "one section anchor per claim id, keyed by the chapter's own ids",
     "helpers.book.paper.published_mixing": "one published value per table that reports the measure (often none)",
+    "helpers.drivers.embedding_edits.effective_rows": "helpers.model.capture.editing's contract: (A, values)",
 }
 
 

@@ -111,3 +111,28 @@ def test_long_inputs_are_evenly_spaced_passages_cut_to_two_d_v(real_model):
     ids = [p.id for p in inputs]
     assert ids[0] == passages[0].id and ids[-1] == passages[-1].id and len(set(ids)) == len(ids)
     assert all(p.text_a and next(q for q in passages if q.id == p.id).text_a.startswith(p.text_a) for p in inputs)
+
+
+def test_the_corpus_holds_inputs_for_bert_bases_d_v(real_model):
+    """The second model (tests/test_second_model.py) has d_v = 48, not BERT-Base's 64, to keep make test
+    short; the inputs a chapter picks for d_v = 64 are checked here instead: chapter 7's pairs of 65 to 68
+    tokens, and passages long enough for chapters 2-5's prefixes past d_v + 1 and chapter 7's 2 d_v cuts."""
+    _, tokenizer = real_model  # BERT-Base's uncased WordPiece vocabulary
+    pairs, passages = helpers.load_corpus("pairs"), helpers.load_corpus("passages")
+    plan = budgets.mixing_plan(BERT_BASE_SHAPE, tokenizer, pairs, d_v=64)
+    assert len(plan.pairs) >= 8 and len(plan.validation) == 2
+    assert all(64 < len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= 68 for p in plan.pairs)
+    inputs = budgets.long_inputs(BERT_BASE_SHAPE, tokenizer, passages, d_v=64)
+    assert len(inputs) >= 2 and all(120 <= len(tokenizer(p.text_a)["input_ids"]) <= 128 for p in inputs)
+
+
+def test_embedding_edit_texts_are_evenly_spaced_and_fewer_on_bert_base(real_model):
+    model, _ = real_model
+    texts = [f"text {k}" for k in range(100)]
+    chosen = budgets.embedding_edit_texts(model, texts)
+    assert len(chosen) == budgets.EMBEDDING_EDIT_TEXTS and chosen[0] == "text 0" and chosen[-1] == "text 99"
+    assert len(set(chosen)) == len(chosen)
+    assert len(budgets.embedding_edit_texts(BERT_BASE_SHAPE, texts)) == 8
+    assert budgets.embedding_edit_texts(model, texts[:5]) == texts[:5]
+    with pytest.raises(ValueError, match="No texts"):
+        budgets.embedding_edit_texts(model, [])

@@ -68,4 +68,7 @@ def test_text_and_shift():
     figure = Estimate(0.4, 0.3, 0.5, 12)
     assert figure.text() == "0.40 [0.30, 0.50]" and figure.text(".0%") == "40% [30%, 50%]"
     shifted = figure - 0.1
+    assert Estimate(-0.001, -0.004, 0.01, 3).text() == "0.00 [0.00, 0.01]"
+    assert Estimate(-0.004, -0.011, -0.0001, 3).text(".0%") == "0% [-1%, 0%]"
+    assert Estimate(-0.02, -float("inf"), -0.0, 3).text() == "-0.02 [-inf, 0.00]"
     assert abs(shifted.value - 0.3) < 1e-12 and abs(shifted.low - 0.2) < 1e-12 and shifted.sequences == 12

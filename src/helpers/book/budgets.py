@@ -44,6 +44,8 @@ __all__ = [
     "long_inputs",
     "fine_tuning_epochs",
     "INTERVENTION_PASSAGES",
+    "EMBEDDING_EDIT_TEXTS",
+    "embedding_edit_texts",
     "prompt_length",
     "InterventionPlan",
     "intervention_plan",
@@ -58,6 +60,8 @@ NEAREST_ROWS = 48
 # chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens (``prompt_length``);
 # the edits of one layer at a time (L times as many forward passes) on every second of them
 INTERVENTION_PASSAGES = 16
+# chapter 4: the encoder's interventions (a forward pass per edit and text) on this many texts longer than d_v
+EMBEDDING_EDIT_TEXTS = 24
 # chapter 7: effective attention against HTA also on this many passages cut to 2 d_v tokens (bundled encoder)
 LONG_INPUTS = 8
 # chapter 6: HTA's cost grows with n^2, so the corpus sample keeps pairs of at most this many tokens
@@ -174,6 +178,16 @@ def long_inputs(model: PreTrainedModel, tokenizer, passages: Sequence, d_v: int)
         raise ValueError(f"Only {len(long_enough)} passages have {tokens} tokens; the interval needs {count}.")
     chosen = _evenly_spaced(long_enough, count)
     return [dataclasses.replace(p, text_a=leading_words(tokenizer, p.text_a, tokens)) for p in chosen]
+
+
+def embedding_edit_texts(model: PreTrainedModel, examples: Sequence) -> list:
+    """Chapter 4's interventions: ``EMBEDDING_EDIT_TEXTS`` of ``examples`` evenly spaced over them on the
+    bundled encoder and smaller models, fewer in proportion to the cost per token (L d^2), at least 8 (all if
+    fewer)."""
+    if len(examples) == 0:
+        raise ValueError("No texts to edit: pass the texts longer than d_v.")
+    count = max(8, min(EMBEDDING_EDIT_TEXTS, round(EMBEDDING_EDIT_TEXTS / work_scale(model))))
+    return _evenly_spaced(list(examples), min(count, len(examples)))
 
 
 def fine_tuning_epochs(model: PreTrainedModel) -> int:

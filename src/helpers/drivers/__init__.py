@@ -1,7 +1,7 @@
 """Floor 3, the drivers: run a model over a corpus and tabulate. Imports the methods and the model.
 
 One module per chapter family: :mod:`~helpers.drivers.ranks` (chapter 2),
-:mod:`~helpers.drivers.effective` (4), :mod:`~helpers.drivers.identifiability` (5),
+:mod:`~helpers.drivers.effective` and :mod:`~helpers.drivers.embedding_edits` (4), :mod:`~helpers.drivers.identifiability` (5),
 :mod:`~helpers.drivers.attribution` (6), :mod:`~helpers.drivers.mixing` (7),
 :mod:`~helpers.drivers.finetuning` and :mod:`~helpers.drivers.identifiability_controls` (8), :mod:`~helpers.drivers.decoder` and
 :mod:`~helpers.drivers.interventions` (9). Tables are
@@ -12,6 +12,7 @@ from . import (
     attribution,
     decoder,
     effective,
+    embedding_edits,
     finetuning,
     identifiability,
     identifiability_controls,

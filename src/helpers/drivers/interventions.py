@@ -8,6 +8,7 @@ it is and once per intervention (``helpers.methods.interventions``), control pos
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -59,15 +60,18 @@ def _losses(
     """
     ids = ids.to(model.device)
     mask = torch.ones_like(ids)
+    scored = ids.shape[1] - first_row  # rows first_row..n-1; the last one predicts nothing scored
+    # the language-model head only on the scored rows, where the family allows it (a fifth of SmolLM2's forward)
+    keep = {"logits_to_keep": scored} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     with torch.no_grad(), contextlib.ExitStack() as stack:
         if edit is not None:
             stack.enter_context(editing(model, edit))
         if start is None:
-            logits = model(input_ids=ids, attention_mask=mask).logits
+            logits = model(input_ids=ids, attention_mask=mask, **keep).logits
         else:
             stack.enter_context(_from_layer(model, start.layer))
-            logits = model(inputs_embeds=start.states, attention_mask=mask).logits
-    predicted = logits[:, first_row:-1].float()  # (N, rows, vocab)
+            logits = model(inputs_embeds=start.states, attention_mask=mask, **keep).logits
+    predicted = logits[:, -scored:-1].float()  # (N, rows, vocab)
     loss = functional.cross_entropy(predicted.transpose(1, 2), ids[:, first_row + 1 :], reduction="none")
     return loss.mean(dim=1).cpu().double()
 

@@ -42,13 +42,23 @@ class Estimate:
     level: float = LEVEL
 
     def text(self, fmt: str = ".2f") -> str:
-        """ "0.42 [0.38, 0.47]"."""
-        return f"{format(self.value, fmt)} [{format(self.low, fmt)}, {format(self.high, fmt)}]"
+        """ "0.42 [0.38, 0.47]"; a figure that rounds to zero is written without a sign ("0.00", not "-0.00")."""
+        return f"{_unsigned_zero(self.value, fmt)} [{_unsigned_zero(self.low, fmt)}, {_unsigned_zero(self.high, fmt)}]"
 
     def __sub__(self, other: float) -> Estimate:
         """The same estimate less a constant (a fixed control)."""
         other = float(other)
         return Estimate(self.value - other, self.low - other, self.high - other, self.sequences, self.level)
+
+
+def _unsigned_zero(value: float, fmt: str) -> str:
+    """format(value, fmt), less the minus sign of a negative figure that rounds to zero."""
+    text = format(value, fmt)
+    digits = text.lstrip("-")
+    mantissa = digits.split("e")[0]
+    if text.startswith("-") and mantissa[:1].isdigit() and not any(ch in "123456789" for ch in mantissa):
+        return digits
+    return text
 
 
 def bootstrap(

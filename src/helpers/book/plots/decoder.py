@@ -50,7 +50,7 @@ def plot_sink(by_head: pd.DataFrame, by_layer: pd.DataFrame) -> plt.Figure:
         raise ValueError("Pass the tables of summarise_sink (per layer and head, and per layer).")
     raw = by_head.pivot(index="layer", columns="head", values="raw")
     share = by_head.pivot(index="layer", columns="head", values="effective_share")
-    fig = plt.figure(figsize=(9.0, 9.6), layout="constrained")
+    fig = plt.figure(figsize=(7.4, 8.8), layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=[1.25, 1])
     axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
     for ax, table, title, cmap, limits in (
@@ -212,7 +212,7 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
     roles = list(dict.fromkeys(summary["role"]))
     colours = dict(zip(roles, (RAW, EFFECTIVE, NULL, PAPER), strict=False))
     width = 0.8 / len(roles)
-    fig, ax = plt.subplots(figsize=(max(8.0, 1.6 * len(kinds)), 4.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7.2, 5.0), layout="constrained")
     for k, role in enumerate(roles):
         rows = summary[summary["role"] == role].set_index("kind").reindex(kinds)
         x = np.arange(len(kinds)) + (k - (len(roles) - 1) / 2) * width
@@ -221,10 +221,10 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
         ax.bar(x, rows["delta"], width, yerr=errors, capsize=3, color=colours[role], label=label)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 16).replace("d_v", "$d_v$") for kind in kinds])
+    ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 11).replace("d_v", "$d_v$") for kind in kinds])
     ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
     ax.set_ylim(top=max(1.0, float(summary["high"].max())) * 3)  # room above the tallest interval
-    fig.legend(loc="outside lower center", ncols=len(roles))
+    fig.legend(loc="outside lower center", ncols=min(2, len(roles)))
     return fig
 
 
@@ -237,7 +237,7 @@ def plot_layer_interventions(per_layer: pd.DataFrame, readings: pd.DataFrame) ->
     """
     _needs(per_layer, {"kind", "layer", "delta", "low", "high"}, "per_layer")
     _needs(readings, {"layer"}, "readings")
-    fig, axes = plt.subplots(2, 1, figsize=(8.0, 7.6), sharex=True, layout="constrained")
+    fig, axes = plt.subplots(2, 1, figsize=(7.2, 7.4), sharex=True, layout="constrained")
     for kind, colour in zip(dict.fromkeys(per_layer["kind"]), (RAW, EFFECTIVE, NULL), strict=False):
         rows = per_layer[per_layer["kind"] == kind].sort_values("layer")
         axes[0].plot(rows["layer"], rows["delta"], "o-", color=colour, label=kind.replace("d_v", "$d_v$"))

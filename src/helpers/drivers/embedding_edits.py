@@ -1,0 +1,113 @@
+"""Interventions on an encoder's attention, scored by its sentence embedding (chapter 4).
+
+An encoder predicts no next token. What the bundled encoder was trained to output is a
+sentence embedding: the mean of its last hidden states over the tokens. :func:`embedding_changes`
+runs the model on each text once as it is and once per edit, and returns how far each edit
+moves that embedding (cosine distance). The edits act in every head of every layer:
+
+* ``"zero value"`` at one position: its value row set to zero, so no query takes anything from it
+  (``helpers.methods.interventions``); made at ``[CLS]``, at the first ``[SEP]`` and at a random
+  ordinary token of each text;
+* ``"effective rows"``: every row of every head's ``A`` replaced by its effective part. The null
+  part as a whole adds nothing to what a head writes, so this edit should move nothing: a check of
+  the split inside the running model, not a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from transformers import BatchEncoding, PreTrainedModel
+
+from ..methods.effective import effective_attention
+from ..methods.interventions import PositionEdit
+from ..model.capture import editing
+from ..model.checks import UnsupportedModelError
+from ..model.corpus import check_records
+from ..model.families import family_of
+from ..model.progress import progress_bar
+from ..model.text import encode, text_pair_of
+
+__all__ = ["EMBEDDING_ROLES", "effective_rows", "embedding_changes", "mean_embedding"]
+
+EMBEDDING_ROLES = ("[CLS]", "[SEP]", "random token")
+
+
+def effective_rows(module: nn.Module, A: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An edit for ``helpers.model.capture.editing``: every row of ``A`` (B, h, n, n) replaced by its
+    effective part, with ``range(V_h)`` for ``range(T_h)`` (the same where ``H_h`` has full row rank,
+    which chapter 4 checks)."""
+    return effective_attention(A, values).effective, values
+
+
+@torch.no_grad()
+def mean_embedding(model: PreTrainedModel, encoding: BatchEncoding, edit=None) -> torch.Tensor:
+    """(d,) float64: the mean of the last hidden states over the tokens of one unpadded sequence,
+    with ``edit`` (``helpers.model.capture.editing``) applied to every attention call if given."""
+    inputs = {k: v.to(model.device) for k, v in encoding.items()}
+    if edit is None:
+        hidden = model(**inputs).last_hidden_state
+    else:
+        with editing(model, edit):
+            hidden = model(**inputs).last_hidden_state
+    return hidden[0].mean(dim=0).double().cpu()
+
+
+def _positions(input_ids: torch.Tensor, tokenizer, generator: torch.Generator) -> dict[str, int]:
+    """Role -> position in one sequence: [CLS], the first [SEP], and a random token that is neither."""
+    ids = input_ids.tolist()
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    ordinary = [k for k, token in enumerate(ids) if token not in (cls, sep)]
+    if ids[0] != cls or sep not in ids or not ordinary:
+        raise ValueError("Each text must encode as [CLS] ... [SEP] with at least one other token.")
+    pick = int(torch.randint(len(ordinary), (1,), generator=generator))
+    return {"[CLS]": 0, "[SEP]": ids.index(sep), "random token": ordinary[pick]}
+
+
+def embedding_changes(
+    model: PreTrainedModel, tokenizer, examples: Sequence, seed: int = 0, progress: bool = True
+) -> pd.DataFrame:
+    """How far each edit moves an encoder's sentence embedding, per text.
+
+    Args:
+        model, tokenizer: a bidirectional encoder whose tokenizer has [CLS] and [SEP] tokens.
+        examples: ``helpers.model.corpus.Example`` records, strings or ``(text, text_pair)`` tuples.
+        seed: the draw of each text's random ordinary token.
+
+    Returns:
+        One row per example and edit: ``example`` (its id, or index), ``n``, ``kind`` ("zero value"
+        or "effective rows"), ``role`` (``EMBEDDING_ROLES``, or "every row" for "effective rows"),
+        ``position`` (-1 for "effective rows") and ``distance`` = 1 - cos(edited, unedited
+        ``mean_embedding``).
+    """
+    if family_of(model).causal:
+        raise UnsupportedModelError(
+            f"embedding_changes scores an encoder's mean-pooled embedding; {type(model).__name__} is causal. "
+            "For a decoder use helpers.drivers.interventions.intervention_losses (next-token loss)."
+        )
+    if model.training:
+        raise ValueError("The model is in training mode; call model.eval() first.")
+    if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise ValueError("embedding_changes needs a tokenizer with [CLS] and [SEP] tokens.")
+    records = check_records(examples)
+    generator = torch.Generator().manual_seed(int(seed))
+    rows = []
+    for index, example in enumerate(progress_bar(records, "embedding edits", progress)):
+        text_a, text_b = text_pair_of(example, index)
+        encoding = encode(tokenizer, text_a, text_b, model=model)
+        name = getattr(example, "id", index)
+        n = int(encoding["input_ids"].shape[1])
+        clean = mean_embedding(model, encoding)
+        edits = [("effective rows", "every row", -1, effective_rows)]
+        for role, position in _positions(encoding["input_ids"][0], tokenizer, generator).items():
+            edits.append(("zero value", role, position, PositionEdit.at("zero value", [position])))
+        for kind, role, position, edit in edits:
+            edited = mean_embedding(model, encoding, edit)
+            distance = 1.0 - float(torch.nn.functional.cosine_similarity(edited, clean, dim=0))
+            rows.append(
+                {"example": name, "n": n, "kind": kind, "role": role, "position": position, "distance": distance}
+            )
+    return pd.DataFrame(rows)
