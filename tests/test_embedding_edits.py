@@ -15,8 +15,8 @@ PAIR = ("The river rose after a week of rain.", "Farmers moved their animals to 
 
 def test_whole_effective_rows_move_nothing_and_zero_values_move_the_embedding(tokenizer):
     model = make_tiny_bert()  # d_v = 8: every text here has a null space
-    table = embedding_changes(model, tokenizer, [SENTENCE, PAIR], progress=False)
-    assert len(table) == 2 * (1 + len(EMBEDDING_ROLES))
+    table = embedding_changes(model, tokenizer, [SENTENCE, PAIR], ordinary=3, progress=False)
+    assert len(table) == 2 * (1 + 2 + 3)
     check = table[table.kind == "effective rows"]
     assert (check.n > 8).all() and float(check.distance.abs().max()) < 1e-6
     zeroed = table[table.kind == "zero value"]
@@ -25,17 +25,23 @@ def test_whole_effective_rows_move_nothing_and_zero_values_move_the_embedding(to
     ids = encode(tokenizer, *PAIR, model=model)["input_ids"][0].tolist()
     assert pair["[CLS]"] == 0 and ids[pair["[SEP]"]] == tokenizer.sep_token_id
     assert ids.index(tokenizer.sep_token_id) == pair["[SEP]"]
-    assert ids[pair["random token"]] not in (tokenizer.cls_token_id, tokenizer.sep_token_id)
-    again = embedding_changes(model, tokenizer, [SENTENCE, PAIR], progress=False)
-    assert again.equals(table), "the random token is seeded"
+    ordinary = zeroed[(zeroed.example == 1) & (zeroed.role == "ordinary token")].position.tolist()
+    assert len(set(ordinary)) == 3, "drawn without replacement"
+    assert all(ids[p] not in (tokenizer.cls_token_id, tokenizer.sep_token_id) for p in ordinary)
+    again = embedding_changes(model, tokenizer, [SENTENCE, PAIR], ordinary=3, progress=False)
+    assert again.equals(table), "the ordinary tokens are seeded"
+    every = embedding_changes(model, tokenizer, [SENTENCE], ordinary=10_000, progress=False)
+    specials = (tokenizer.cls_token_id, tokenizer.sep_token_id)
+    sentence_ids = encode(tokenizer, SENTENCE, model=model)["input_ids"][0].tolist()
+    assert (every.role == "ordinary token").sum() == sum(t not in specials for t in sentence_ids)
 
 
 def test_zero_value_equals_zeroing_the_value_projections_output(tokenizer):
     """The edit against an independent route: a hook that zeroes row p of every layer's V = x W_V + b_V."""
     model = make_tiny_bert()
     encoding = encode(tokenizer, SENTENCE, model=model)
-    table = embedding_changes(model, tokenizer, [SENTENCE], progress=False)
-    position = int(table[table.role == "random token"].position.iloc[0])
+    table = embedding_changes(model, tokenizer, [SENTENCE], ordinary=1, progress=False)
+    position = int(table[table.role == "ordinary token"].position.iloc[0])
 
     def zero_row(module, args, output):
         output = output.clone()
@@ -50,7 +56,7 @@ def test_zero_value_equals_zeroing_the_value_projections_output(tokenizer):
             hook.remove()
     clean = mean_embedding(model, encoding)
     expected = 1.0 - float(torch.nn.functional.cosine_similarity(hooked, clean, dim=0))
-    assert abs(float(table[table.role == "random token"].distance.iloc[0]) - expected) < 1e-9
+    assert abs(float(table[table.role == "ordinary token"].distance.iloc[0]) - expected) < 1e-9
 
 
 def test_embedding_changes_say_what_they_need(tokenizer):
@@ -66,6 +72,8 @@ def test_embedding_changes_say_what_they_need(tokenizer):
     )
     with pytest.raises(Exception, match="causal"):
         embedding_changes(LlamaForCausalLM(config).eval(), tokenizer, [SENTENCE], progress=False)
+    with pytest.raises(ValueError, match="positive number"):
+        embedding_changes(make_tiny_bert(), tokenizer, [SENTENCE], ordinary=0, progress=False)
     model = make_tiny_bert().train()
     with pytest.raises(ValueError, match="training mode"):
         embedding_changes(model, tokenizer, [SENTENCE], progress=False)

@@ -6,8 +6,9 @@ runs the model on each text once as it is and once per edit, and returns how far
 moves that embedding (cosine distance). The edits act in every head of every layer:
 
 * ``"zero value"`` at one position: its value row set to zero, so no query takes anything from it
-  (``helpers.methods.interventions``); made at ``[CLS]``, at the first ``[SEP]`` and at a random
-  ordinary token of each text;
+  (``helpers.methods.interventions``); made at ``[CLS]``, at the first ``[SEP]`` and, one at a
+  time, at ``ordinary`` ordinary tokens of each text drawn at random (the control: what zeroing a
+  typical token's value does, not one draw's luck);
 * ``"effective rows"``: every row of every head's ``A`` replaced by its effective part. The null
   part as a whole adds nothing to what a head writes, so this edit should move nothing: a check of
   the split inside the running model, not a finding.
@@ -31,9 +32,10 @@ from ..model.families import family_of
 from ..model.progress import progress_bar
 from ..model.text import encode, text_pair_of
 
-__all__ = ["EMBEDDING_ROLES", "effective_rows", "embedding_changes", "mean_embedding"]
+__all__ = ["EMBEDDING_ROLES", "ORDINARY_TOKENS", "effective_rows", "embedding_changes", "mean_embedding"]
 
-EMBEDDING_ROLES = ("[CLS]", "[SEP]", "random token")
+EMBEDDING_ROLES = ("[CLS]", "[SEP]", "ordinary token")
+ORDINARY_TOKENS = 8  # ordinary tokens zeroed per text, one at a time
 
 
 def effective_rows(module: nn.Module, A: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,30 +58,39 @@ def mean_embedding(model: PreTrainedModel, encoding: BatchEncoding, edit=None) -
     return hidden[0].mean(dim=0).double().cpu()
 
 
-def _positions(input_ids: torch.Tensor, tokenizer, generator: torch.Generator) -> dict[str, int]:
-    """Role -> position in one sequence: [CLS], the first [SEP], and a random token that is neither."""
+def _positions(input_ids: torch.Tensor, tokenizer, generator: torch.Generator, ordinary: int) -> list[tuple[str, int]]:
+    """(role, position) pairs of one sequence: [CLS], the first [SEP], and ``ordinary`` tokens that are
+    neither, drawn without replacement (all of them if there are fewer), in the order of the sequence."""
     ids = input_ids.tolist()
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    ordinary = [k for k, token in enumerate(ids) if token not in (cls, sep)]
-    if ids[0] != cls or sep not in ids or not ordinary:
+    others = [k for k, token in enumerate(ids) if token not in (cls, sep)]
+    if ids[0] != cls or sep not in ids or not others:
         raise ValueError("Each text must encode as [CLS] ... [SEP] with at least one other token.")
-    pick = int(torch.randint(len(ordinary), (1,), generator=generator))
-    return {"[CLS]": 0, "[SEP]": ids.index(sep), "random token": ordinary[pick]}
+    picks = torch.randperm(len(others), generator=generator)[:ordinary].sort().values.tolist()
+    return [("[CLS]", 0), ("[SEP]", ids.index(sep))] + [("ordinary token", others[k]) for k in picks]
 
 
 def embedding_changes(
-    model: PreTrainedModel, tokenizer, examples: Sequence, seed: int = 0, progress: bool = True
+    model: PreTrainedModel,
+    tokenizer,
+    examples: Sequence,
+    seed: int = 0,
+    ordinary: int = ORDINARY_TOKENS,
+    progress: bool = True,
 ) -> pd.DataFrame:
     """How far each edit moves an encoder's sentence embedding, per text.
 
     Args:
         model, tokenizer: a bidirectional encoder whose tokenizer has [CLS] and [SEP] tokens.
         examples: ``helpers.model.corpus.Example`` records, strings or ``(text, text_pair)`` tuples.
-        seed: the draw of each text's random ordinary token.
+        seed: the draw of each text's ordinary tokens.
+        ordinary: how many ordinary tokens (neither [CLS] nor [SEP]) of each text to zero, one at a time
+            (all of them where a text has fewer); each costs one forward pass.
 
     Returns:
         One row per example and edit: ``example`` (its id, or index), ``n``, ``kind`` ("zero value"
-        or "effective rows"), ``role`` (``EMBEDDING_ROLES``, or "every row" for "effective rows"),
+        or "effective rows"), ``role`` (``EMBEDDING_ROLES``, or "every row" for "effective rows";
+        ``ordinary`` rows of "ordinary token" per text),
         ``position`` (-1 for "effective rows") and ``distance`` = 1 - cos(edited, unedited
         ``mean_embedding``).
     """
@@ -90,6 +101,8 @@ def embedding_changes(
         )
     if model.training:
         raise ValueError("The model is in training mode; call model.eval() first.")
+    if isinstance(ordinary, bool) or not isinstance(ordinary, int) or ordinary < 1:
+        raise ValueError(f"ordinary must be a positive number of tokens per text, got {ordinary!r}")
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("embedding_changes needs a tokenizer with [CLS] and [SEP] tokens.")
     records = check_records(examples)
@@ -102,7 +115,7 @@ def embedding_changes(
         n = int(encoding["input_ids"].shape[1])
         clean = mean_embedding(model, encoding)
         edits = [("effective rows", "every row", -1, effective_rows)]
-        for role, position in _positions(encoding["input_ids"][0], tokenizer, generator).items():
+        for role, position in _positions(encoding["input_ids"][0], tokenizer, generator, ordinary):
             edits.append(("zero value", role, position, PositionEdit.at("zero value", [position])))
         for kind, role, position, edit in edits:
             edited = mean_embedding(model, encoding, edit)
