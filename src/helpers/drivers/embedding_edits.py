@@ -7,8 +7,8 @@ moves that embedding (cosine distance). The edits act in every head of every lay
 
 * ``"zero value"`` at one position: its value row set to zero, so no query takes anything from it
   (``helpers.methods.interventions``); made at ``[CLS]``, at the first ``[SEP]`` and, one at a
-  time, at ``ordinary`` ordinary tokens of each text drawn at random (the control: what zeroing a
-  typical token's value does, not one draw's luck);
+  time, at a few tokens of each text that are neither, drawn at random (``ordinary`` of them: the
+  control, what zeroing a typical token's value does, not one draw's luck);
 * ``"effective rows"``: every row of every head's ``A`` replaced by its effective part. The null
   part as a whole adds nothing to what a head writes, so this edit should move nothing: a check of
   the split inside the running model, not a finding.
