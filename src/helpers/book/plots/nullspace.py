@@ -213,14 +213,16 @@ def plot_hidden_change(
         ax.plot(np.arange(len(values)), values, "o-", color=colours[k % len(colours)], label=label)
     if patched_layer is not None:
         ax.axvline(patched_layer, color="0.6", ls=":", lw=1)
+        # at the foot of the dotted line, below the curves, which rise from the patched layer on
         ax.annotate(
             "output of the patched layer",
-            (patched_layer, ax.get_ylim()[1]),
+            (patched_layer, 0.0),
+            xycoords=("data", "axes fraction"),
             fontsize=10,
             color="0.4",
             ha="left",
-            va="top",
-            xytext=(4, -4),
+            va="bottom",
+            xytext=(4, 4),
             textcoords="offset points",
         )
     ax.set(
