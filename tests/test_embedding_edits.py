@@ -72,7 +72,7 @@ def test_embedding_changes_say_what_they_need(tokenizer):
     )
     with pytest.raises(Exception, match="causal"):
         embedding_changes(LlamaForCausalLM(config).eval(), tokenizer, [SENTENCE], progress=False)
-    with pytest.raises(ValueError, match="positive number"):
+    with pytest.raises(ValueError, match="ordinary"):
         embedding_changes(make_tiny_bert(), tokenizer, [SENTENCE], ordinary=0, progress=False)
     model = make_tiny_bert().train()
     with pytest.raises(ValueError, match="training mode"):

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.drivers.identifiability import collect_hidden_tokens
+from helpers.drivers.identifiability import collect_hidden_tokens, rate_slopes
 from helpers.methods.hidden_tokens import HiddenTokens
 
 from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
@@ -126,3 +126,15 @@ def test_input_parts_read_by_field_and_by_name():
     assert parts["word"] is parts.word is word and parts["position"] is position
     with pytest.raises(KeyError, match="the parts are"):
         parts["segment"]
+
+
+def test_rate_slopes_are_per_sequence_least_squares_slopes():
+    # sequence 0: rates 1, 0.5, 0 over states 2, 3, 4 (slope -0.5); sequence 1: 0, 0, 1 (slope 0.5)
+    identified = [[1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 0, 1]]
+    groups = [0, 0, 1, 1]
+    slopes = rate_slopes(identified, groups, [2, 3, 4])
+    assert slopes == pytest.approx([-0.5, 0.5])
+    with pytest.raises(ValueError, match="one column per state"):
+        rate_slopes(identified, groups, [2, 3])
+    with pytest.raises(ValueError, match="groups"):
+        rate_slopes(identified, [0, 1], [2, 3, 4])

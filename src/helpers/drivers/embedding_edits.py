@@ -29,6 +29,7 @@ from ..model.capture import editing
 from ..model.checks import UnsupportedModelError
 from ..model.corpus import check_records
 from ..model.families import family_of
+from ..model.numbering import check_count
 from ..model.progress import progress_bar
 from ..model.text import encode, text_pair_of
 
@@ -101,8 +102,7 @@ def embedding_changes(
         )
     if model.training:
         raise ValueError("The model is in training mode; call model.eval() first.")
-    if isinstance(ordinary, bool) or not isinstance(ordinary, int) or ordinary < 1:
-        raise ValueError(f"ordinary must be a positive number of tokens per text, got {ordinary!r}")
+    ordinary = check_count(ordinary, "ordinary")
     if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("embedding_changes needs a tokenizer with [CLS] and [SEP] tokens.")
     records = check_records(examples)
