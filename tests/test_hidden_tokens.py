@@ -2,8 +2,9 @@ import pytest
 import torch
 
 import helpers
-from helpers.drivers.identifiability import collect_hidden_tokens, rate_slopes
+from helpers.drivers.identifiability import collect_hidden_tokens
 from helpers.methods.hidden_tokens import HiddenTokens
+from helpers.methods.intervals import per_sequence_slopes
 
 from .conftest import LONG_TEXT, SENTENCE, make_tiny_bert
 
@@ -128,13 +129,13 @@ def test_input_parts_read_by_field_and_by_name():
         parts["segment"]
 
 
-def test_rate_slopes_are_per_sequence_least_squares_slopes():
+def test_per_sequence_slopes_are_least_squares_slopes():
     # sequence 0: rates 1, 0.5, 0 over states 2, 3, 4 (slope -0.5); sequence 1: 0, 0, 1 (slope 0.5)
     identified = [[1, 1, 0], [1, 0, 0], [0, 0, 1], [0, 0, 1]]
     groups = [0, 0, 1, 1]
-    slopes = rate_slopes(identified, groups, [2, 3, 4])
+    slopes = per_sequence_slopes(identified, groups, [2, 3, 4])
     assert slopes == pytest.approx([-0.5, 0.5])
     with pytest.raises(ValueError, match="one column per state"):
-        rate_slopes(identified, groups, [2, 3])
+        per_sequence_slopes(identified, groups, [2, 3])
     with pytest.raises(ValueError, match="groups"):
-        rate_slopes(identified, [0, 1], [2, 3, 4])
+        per_sequence_slopes(identified, [0, 1], [2, 3, 4])

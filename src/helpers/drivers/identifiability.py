@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pandas as pd
 import torch
 from transformers import PreTrainedModel
@@ -421,26 +420,6 @@ def unique_pieces(tokens: HiddenTokens) -> torch.Tensor:
 def piece_chance(tokens: HiddenTokens) -> torch.Tensor:
     """(N,) the chance that a random token of the sequence has the token's word piece (share of its copies)."""
     return _copies(tokens).float() / tokens.lengths.float().repeat_interleave(tokens.lengths)
-
-
-def rate_slopes(identified, groups, states: Sequence[int]) -> np.ndarray:
-    """(G,) per sequence, the least-squares slope of its identification rate over ``states``.
-
-    identified: (N, S) bool or 0/1, whether token n is identified at the s-th of ``states``;
-    groups: (N,) the sequence of each token (G distinct values, sorted). A negative slope: the rate
-    falls along ``states``. The per-sequence values are what ``helpers.bootstrap`` resamples.
-    """
-    hits = np.asarray(identified, dtype=float)
-    states = np.asarray(states, dtype=float)
-    if hits.ndim != 2 or hits.shape[1] != len(states):
-        raise ValueError(f"identified must be (N, {len(states)}), one column per state; got {hits.shape}.")
-    if len(states) < 2:
-        raise ValueError("a slope needs at least two states.")
-    groups = np.asarray(groups)
-    if groups.shape != (hits.shape[0],):
-        raise ValueError(f"groups must be (N,) = ({hits.shape[0]},); got {groups.shape}.")
-    rates = pd.DataFrame(hits).groupby(groups).mean().to_numpy()  # (G, S)
-    return np.polyfit(states, rates.T, 1)[0]
 
 
 def identified(

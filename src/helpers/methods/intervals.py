@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "bootstrap", "RESAMPLES", "LEVEL"]
+__all__ = ["Estimate", "bootstrap", "per_sequence_slopes", "RESAMPLES", "LEVEL"]
 
 RESAMPLES = 2000
 """Bootstrap draws per interval (the referee's minimum is 1000)."""
@@ -114,3 +114,26 @@ def bootstrap(
     tail = (1 - level) / 2
     low, high = np.nanquantile(stats, [tail, 1 - tail])
     return Estimate(value, float(low), float(high), count, level)
+
+
+def per_sequence_slopes(values, groups, states: Sequence[float]) -> np.ndarray:
+    """(G,) per sequence, the least-squares slope of its mean value over ``states``: what ``bootstrap`` resamples
+    for a trend.
+
+    values: (N, S), item n's value (e.g. identified or not) at the s-th of ``states``; groups: (N,) the
+    sequence of each item (G distinct values, in sorted order).
+    """
+    values = np.asarray(values, dtype=float)
+    states = np.asarray(states, dtype=float)
+    if values.ndim != 2 or values.shape[1] != len(states):
+        raise ValueError(f"values must be (N, {len(states)}), one column per state; got {values.shape}.")
+    if len(states) < 2:
+        raise ValueError("a slope needs at least two states.")
+    groups = np.asarray(groups)
+    if groups.shape != (values.shape[0],):
+        raise ValueError(f"groups must be (N,) = ({values.shape[0]},); got {groups.shape}.")
+    _, index = np.unique(groups, return_inverse=True)
+    sums = np.zeros((index.max() + 1, values.shape[1]))
+    np.add.at(sums, index, values)
+    means = sums / np.bincount(index)[:, None]  # (G, S)
+    return np.polyfit(states, means.T, 1)[0]
