@@ -19,23 +19,23 @@ Three kinds of record, each registered where the chapter computes it::
 
     claims.enforce()   # last cell: the scoreboard, the JSON record the report reads
 
-A paper claim or finding says in advance which side of its control the figure must
-fall on (``side="above"`` or ``"below"``). Its verdict comes from the interval:
+A paper claim or finding is first defined in the claims registry
+(:mod:`~helpers.book.registry`: the statistic, the control and how it is compared, the
+side, a threshold or size, the minimum sample, confirmatory or exploratory); a chapter
+refuses a record the registry does not define, or defines otherwise. Its verdict comes
+from :func:`~helpers.book.verdicts.decide`: where the estimate and its control are measured
+on the same sequences, from the interval of their paired difference
+(``Control.paired(what, values, control_values)``); against a fixed control, from the
+estimate's interval. Paper claims: reproduced, in direction only (a published size outside
+the interval widened by the registry's tolerance), inconclusive (the interval holds its
+bound), not reproduced (it clears on the other side), premise absent, too few sequences
+(fewer than 10; counted apart), not testable here. Findings: holds, inconclusive, does not
+hold, too few sequences, not testable here.
 
-* the interval clears the control (and an optional ``threshold`` from the paper,
-  never from the figure) on the predicted side: **reproduced** (a finding:
-  **holds**); with ``size=(published, tolerance)`` and a published figure
-  outside the interval widened by the tolerance, **in direction only**;
-* otherwise **not reproduced** (**does not hold**); "reversed" is added when
-  the interval clears the control on the other side;
-* :meth:`Claims.not_testable` records a claim the model or data cannot test, with the reason.
-
-The bound is the control's interval edge, or the threshold where that is stricter, so a
-control can never pass its own claim. A verdict is a result, not a failure: the
-notebook goes on, and the notebook check compares the scoreboard with the committed
-one, so a verdict that changes fails there. Only a failed check stops a chapter (in
-strict mode, the default; ``BOOK_CLAIMS=report`` marks it and goes on, for a reader
-trying another model).
+A verdict is a result, not a failure: the notebook goes on, and the notebook check
+compares the scoreboard with the committed one, so a verdict that changes fails there.
+Only a failed check stops a chapter (in strict mode, the default; ``BOOK_CLAIMS=report``
+marks it and goes on, for a reader trying another model).
 
 Records go to ``$BOOK_CLAIMS_DIR`` if set, else to ``_build/claims/`` of the
 book (the folder above the notebook that holds ``_config.yml``), else to
@@ -54,7 +54,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..methods.intervals import Estimate
+from .controls import Control, as_bool, as_number
+from .records import load_records, record_defects, records_dir, report_table
+from .registry import Registry, UnregisteredClaim, load_registry
 from .scoreboard import Scoreboard, claim_sections, claims_frame
+from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS, POSITIVE, decide
 
 __all__ = [
     "Claim",
@@ -73,51 +77,15 @@ __all__ = [
 
 MODES = ("strict", "report")
 KINDS = ("paper", "finding", "check")
-VERDICTS = {
-    "paper": ("reproduced", "in direction only", "not reproduced", "not testable here"),
-    "finding": ("holds", "does not hold", "not testable here"),
-    "check": ("passes", "fails"),
-}
+VERDICTS = {"paper": PAPER_VERDICTS, "finding": FINDING_VERDICTS, "check": CHECK_VERDICTS}
+BOOK_REGISTRY = "book"
+"""``Claims(registry=...)`` default: the book's registry (``helpers/book/claims_registry.yaml``)."""
 SIDES = ("above", "below")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 class ClaimFailed(AssertionError):
     """Raised in strict mode when a check fails."""
-
-
-@dataclass(frozen=True)
-class Control:
-    """What chance, position or the method alone would give, computed in the same run.
-
-    what: a reader's description ("a random column space of the same rank, r/n");
-    value: a number, or an :class:`~helpers.methods.intervals.Estimate` with its own interval.
-    """
-
-    what: str
-    value: float | Estimate
-
-    def __post_init__(self):
-        if not isinstance(self.what, str) or not self.what.strip():
-            raise ValueError("a control needs a description of what it is")
-        if not isinstance(self.value, Estimate):
-            object.__setattr__(self, "value", _as_number(self.value, "control", "value"))
-
-    @property
-    def low(self) -> float:
-        return self.value.low if isinstance(self.value, Estimate) else self.value
-
-    @property
-    def high(self) -> float:
-        return self.value.high if isinstance(self.value, Estimate) else self.value
-
-    @property
-    def point(self) -> float:
-        return self.value.value if isinstance(self.value, Estimate) else self.value
-
-    def text(self, fmt: str) -> str:
-        figure = self.value.text(fmt) if isinstance(self.value, Estimate) else format(self.value, fmt)
-        return f"{self.what}: {figure}"
 
 
 @dataclass(frozen=True)
@@ -142,10 +110,14 @@ class Claim:
     bound: float | None = None  # the figure the interval must clear: the control's edge or a stricter threshold
     control_value: float | None = None  # the control's own figure on the predicted side
     sequences: int | None = None
+    comparison: str = ""  # "paired", "fixed" or "independent"
+    difference: list[float] = field(default_factory=list)  # the paired difference's [low, high]
+    status: str = ""  # "confirmatory" or "exploratory" (from the registry)
+    reading: str = ""  # what each compared interval said, in one line
 
     @property
     def holds(self) -> bool:
-        return self.verdict in ("reproduced", "in direction only", "holds", "passes")
+        return self.verdict in (*POSITIVE, "passes")
 
 
 def claims_mode(mode: str | None = None) -> str:
@@ -157,27 +129,30 @@ def claims_mode(mode: str | None = None) -> str:
     return value
 
 
-def records_dir() -> Path:
-    """Where chapters write their claim records and the report reads them."""
-    if os.environ.get("BOOK_CLAIMS_DIR"):
-        return Path(os.environ["BOOK_CLAIMS_DIR"])
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        if (folder / "_config.yml").is_file() and (folder / "_toc.yml").is_file():
-            return folder / "_build" / "claims"
-    return Path.home() / ".cache" / "identifiability-book" / "claims"
-
-
 class Claims:
     """The scoreboard of one chapter (see the module docstring)."""
 
-    def __init__(self, chapter: str, model: str = "", data: str = "", mode: str | None = None):
+    def __init__(
+        self,
+        chapter: str,
+        model: str = "",
+        data: str = "",
+        mode: str | None = None,
+        registry: Registry | str | Path | None = BOOK_REGISTRY,
+    ):
+        """registry: the book's (default), a :class:`~helpers.book.registry.Registry` or a path to a
+        registry file; ``None`` registers nothing in advance (scratch use outside the book only)."""
         if not isinstance(chapter, str) or not chapter.strip():
             raise ValueError("chapter must be a non-empty name, e.g. '04_effective_attention'")
         self.chapter = chapter
         self.model = str(model)
         self.data = str(data)
         self.mode = claims_mode(mode)
+        if registry is BOOK_REGISTRY:
+            registry = load_registry()
+        elif isinstance(registry, (str, Path)):
+            registry = load_registry(registry)
+        self.registry: Registry | None = registry
         self._claims: dict[str, Claim] = {}
 
     # --- registration -------------------------------------------------------------------------
@@ -187,7 +162,7 @@ class Claims:
 
         ``holds`` must be one boolean (Python, numpy or a one-element tensor).
         """
-        passed = _as_bool(holds, id)
+        passed = as_bool(holds, id)
         self._add(Claim(id, "check", claim, "passes" if passed else "fails", measured=str(measured), source=source))
         if not passed and self.mode == "strict":
             raise ClaimFailed(
@@ -202,9 +177,11 @@ class Claims:
         estimate: this model's figure with its interval over sequences (``helpers.bootstrap``).
         control: a :class:`Control` computed in the same run.
         side: where the paper says the figure lies relative to the control ("above" / "below").
-        Options: ``published`` (text), ``source``, ``size=(published value, tolerance)``,
-        ``threshold`` (a bound from the paper, used where stricter than the control),
-        ``fmt`` (number format), ``note``.
+        Options: ``published`` (text), ``source``, ``size=<published value>`` (its tolerance is the
+        registry's), ``threshold`` (a bound on the estimate from the paper, read beside the control),
+        ``premise=(holds, what)`` (a model property the claim presumes, checked before the result:
+        where it fails the verdict is "premise absent"), ``fmt`` (number format), ``note``.
+        The id must be registered for this chapter with the same side, comparison, threshold and size.
         """
         return self._posed("paper", id, claim, estimate, control, side, **options)
 
@@ -221,13 +198,24 @@ class Claims:
             raise ValueError(f"kind must be 'paper' or 'finding', got {kind!r}")
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"claim {id!r}: say why it cannot be tested here")
+        entry = self._registered(id, kind)
         self._add(
             Claim(
                 id, kind, claim, "not testable here", published=str(published),
                 source=source or _default_source(kind), note=reason,
+                status=entry.status if entry else "",
             )
         )  # fmt: skip
         return "not testable here"
+
+    def _registered(self, id: str, kind: str):
+        """The registry's entry for ``id`` (None without a registry); refuses an unregistered one."""
+        if self.registry is None:
+            return None
+        entry = self.registry.entry(self.chapter, id)
+        if entry.kind != kind:
+            raise UnregisteredClaim(f"claim {id!r} is registered as a {entry.kind}, not a {kind}")
+        return entry
 
     def _posed(
         self,
@@ -240,10 +228,11 @@ class Claims:
         *,
         published: str = "",
         source: str = "",
-        size: tuple[float, float] | None = None,
+        size: float | None = None,
         threshold: float | None = None,
         fmt: str = ".2f",
         note: str = "",
+        premise: tuple[bool, str] | None = None,
     ) -> str:
         if not isinstance(estimate, Estimate):
             raise TypeError(
@@ -256,33 +245,79 @@ class Claims:
             raise ValueError(f"claim {id!r}: side must be one of {SIDES}, got {side!r}")
         if not all(math.isfinite(v) for v in (estimate.value, estimate.low, estimate.high)):
             raise ValueError(f"claim {id!r}: the estimate is not finite ({estimate})")
-        above = side == "above"
-        # the control's edge on the predicted side; a threshold from the paper only where stricter
-        edge = control.high if above else control.low
-        bound = edge
+        if isinstance(size, tuple):
+            raise TypeError(f"claim {id!r}: pass size=<published figure>; its tolerance comes from the registry's rule")
         if threshold is not None:
-            threshold = _as_number(threshold, id, "threshold")
-            bound = max(edge, threshold) if above else min(edge, threshold)
-        clears = estimate.low > bound if above else estimate.high < bound
-        reversed_ = estimate.high < control.low if above else estimate.low > control.high
-        tolerance_text, agrees = "", None
+            threshold = as_number(threshold, id, "threshold")
         if size is not None:
-            value, tolerance = (_as_number(x, id, "size") for x in size)
-            if tolerance < 0:
-                raise ValueError(f"claim {id!r}: the size tolerance must be >= 0, got {tolerance}")
-            # the published figure within the interval widened by the tolerance: a size that one
-            # run's noise moves by a hair cannot flip the verdict
-            agrees = estimate.low - tolerance <= value <= estimate.high + tolerance
-            tolerance_text = f"±{format(tolerance, fmt)} of {format(value, fmt)}"
-            published = published or format(value, fmt)
-        if kind == "paper":
-            verdict = ("in direction only" if agrees is False else "reproduced") if clears else "not reproduced"
+            size = as_number(size, id, "size")
+        entry = self._registered(id, kind)
+        min_sequences, status, tolerance = 10, "", None
+        if entry is not None:
+            departs = [
+                f"{what}: registered {want!r}, given {got!r}"
+                for what, want, got in (
+                    ("side", entry.side, side),
+                    ("comparison", entry.comparison, control.comparison),
+                    ("threshold", entry.threshold, threshold),
+                    ("a compared size", entry.size, size is not None),
+                )
+                if not (want == got or (what == "threshold" and want is not None and got is not None
+                                        and math.isclose(want, got, rel_tol=1e-9)))
+            ]  # fmt: skip
+            if departs:
+                raise UnregisteredClaim(
+                    f"claim {id!r} of {self.chapter} departs from its registered definition ("
+                    + "; ".join(departs)
+                    + "): change the registry, keeping the old definition under deviations, or the call"
+                )
+            min_sequences, status = entry.min_sequences, entry.status
+            if size is not None:
+                tolerance = self.registry.tolerance(entry, size)
+        elif size is not None:
+            tolerance = max(0.10 * abs(size), 0.01)
+        if premise is not None:
+            premise_holds, premise_text = premise
+            premise_holds = as_bool(premise_holds, id)
+            if not premise_holds:
+                note = f"premise absent: {premise_text}" + (f"; {note}" if note else "")
         else:
-            verdict = "holds" if clears else "does not hold"
-        if reversed_ and not clears:
+            premise_holds = True
+        if control.comparison == "paired" and control.difference.sequences != estimate.sequences:
+            raise ValueError(
+                f"claim {id!r}: the paired control rests on {control.difference.sequences} sequences, the "
+                f"estimate on {estimate.sequences}"
+            )
+        decision = decide(
+            kind,
+            estimate,
+            side,
+            difference=control.difference,
+            control=control.value if control.comparison == "fixed" else None,
+            control_interval=(control.low, control.high) if control.comparison == "independent" else None,
+            threshold=threshold,
+            size=size,
+            tolerance=tolerance,
+            min_sequences=min_sequences,
+            premise=premise_holds,
+        )
+        verdict = decision.verdict
+        if decision.reversed and verdict in ("not reproduced", "does not hold"):
             note = "reversed: the interval lies on the other side of the control" + (f"; {note}" if note else "")
+        if verdict == "too few sequences":
+            note = (
+                f"{estimate.sequences} sequences, fewer than the {min_sequences} a verdict needs; "
+                f"the interval alone: {decision.reading}" + (f"; {note}" if note else "")
+            )
+        tolerance_text = ""
+        if size is not None:
+            tolerance_text = f"±{format(tolerance, fmt)} of {format(size, fmt)}"
+            published = published or format(size, fmt)
+        first = decision.comparisons[0]
         threshold_text = (
-            f" (bound {format(bound, fmt)}, from the paper)" if threshold is not None and bound != edge else ""
+            f" (bound {format(threshold, fmt)}, from the paper)"
+            if threshold is not None and (control.comparison == "paired" or threshold != first.bound)
+            else ""
         )
         self._add(
             Claim(
@@ -294,14 +329,18 @@ class Claims:
                 interval=[estimate.low, estimate.high],
                 control=control.text(fmt) + threshold_text,
                 published=str(published),
-                source=source or _default_source(kind),
+                source=source or (entry.source if entry and entry.source else _default_source(kind)),
                 tolerance=tolerance_text,
                 note=str(note),
                 estimate=estimate.value,
                 side=side,
-                bound=bound,
-                control_value=edge,
+                bound=first.bound,
+                control_value=first.bound,
                 sequences=estimate.sequences,
+                comparison=control.comparison,
+                difference=[control.difference.low, control.difference.high] if control.difference else [],
+                status=status,
+                reading=decision.reading,
             )
         )
         return verdict
@@ -364,75 +403,5 @@ class Claims:
         return Scoreboard(self.table().reset_index(), record=self.record())
 
 
-def record_defects(record: dict) -> list[str]:
-    """What makes a chapter's record untrustworthy, one sentence each (empty when none).
-
-    A paper claim or finding without a control or an interval; a control that would meet
-    the claim's own bound (a claim that cannot fail); a verdict that is not of its kind.
-    """
-    defects = []
-    for c in record.get("claims", []):
-        kind, verdict, name = c.get("kind"), c.get("verdict"), c.get("id")
-        if kind not in KINDS:
-            defects.append(f"{name}: kind {kind!r} is none of {KINDS}")
-            continue
-        if verdict not in VERDICTS[kind]:
-            defects.append(f"{name}: verdict {verdict!r} is not one of a {kind}'s {VERDICTS[kind]}")
-        if kind == "check" or verdict == "not testable here":
-            continue
-        if not c.get("control"):
-            defects.append(f"{name}: a {kind} without a control")
-        if len(c.get("interval") or []) != 2:
-            defects.append(f"{name}: a {kind} without an interval")
-        side, bound, control = c.get("side"), c.get("bound"), c.get("control_value")
-        if side not in SIDES or bound is None or control is None:
-            defects.append(f"{name}: no side, bound or control figure recorded")
-            continue
-        if (side == "above" and control > bound) or (side == "below" and control < bound):
-            defects.append(f"{name}: its control ({control:g}) meets its own bound ({bound:g}): it cannot fail")
-    return defects
-
-
 def _default_source(kind: str) -> str:
     return "Brunner et al. 2020" if kind == "paper" else "this book"
-
-
-def _as_bool(value, id: str) -> bool:
-    if hasattr(value, "numel") and hasattr(value, "item"):  # torch tensor
-        if value.numel() != 1:
-            raise TypeError(f"claim {id!r}: holds must be one boolean, got a tensor of {value.numel()} elements")
-        value = value.item()
-    if hasattr(value, "dtype") and getattr(value, "shape", None) == ():  # numpy scalar
-        value = value.item()
-    if not isinstance(value, bool):
-        raise TypeError(f"claim {id!r}: holds must be a boolean, got {type(value).__name__}")
-    return value
-
-
-def _as_number(value, id: str, what: str) -> float:
-    if hasattr(value, "numel") and hasattr(value, "item"):
-        if value.numel() != 1:
-            raise TypeError(f"claim {id!r}: {what} must be one number, got a tensor of {value.numel()} elements")
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"claim {id!r}: {what} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if value != value:
-        raise ValueError(f"claim {id!r}: {what} is NaN")
-    return value
-
-
-def load_records(folder: str | Path | None = None) -> list[dict]:
-    """Every chapter record in ``folder`` (default :func:`records_dir`), sorted by chapter."""
-    folder = Path(folder) if folder is not None else records_dir()
-    if not folder.is_dir():
-        return []
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
-
-
-def report_table(records: list[dict]) -> pd.DataFrame:
-    """All records of all chapters: ``chapter`` and the ``SCOREBOARD_COLUMNS``."""
-    rows = [{"chapter": r["chapter"], **c} for r in records for c in r["claims"]]
-    frame = claims_frame(rows)
-    frame.insert(0, "chapter", [r["chapter"] for r in rows])
-    return frame

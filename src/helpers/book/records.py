@@ -1,0 +1,74 @@
+"""The records chapters write and the report reads: where they live, how they are checked, one table of all."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .scoreboard import claims_frame
+from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS
+
+__all__ = ["records_dir", "record_defects", "load_records", "report_table"]
+
+KINDS = ("paper", "finding", "check")
+VERDICTS = {"paper": PAPER_VERDICTS, "finding": FINDING_VERDICTS, "check": CHECK_VERDICTS}
+SIDES = ("above", "below")
+
+
+def records_dir() -> Path:
+    """Where chapters write their claim records and the report reads them."""
+    if os.environ.get("BOOK_CLAIMS_DIR"):
+        return Path(os.environ["BOOK_CLAIMS_DIR"])
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_config.yml").is_file() and (folder / "_toc.yml").is_file():
+            return folder / "_build" / "claims"
+    return Path.home() / ".cache" / "identifiability-book" / "claims"
+
+
+def record_defects(record: dict) -> list[str]:
+    """What makes a chapter's record untrustworthy, one sentence each (empty when none).
+
+    A paper claim or finding without a control or an interval; a control that would meet
+    the claim's own bound (a claim that cannot fail); a verdict that is not of its kind.
+    """
+    defects = []
+    for c in record.get("claims", []):
+        kind, verdict, name = c.get("kind"), c.get("verdict"), c.get("id")
+        if kind not in KINDS:
+            defects.append(f"{name}: kind {kind!r} is none of {KINDS}")
+            continue
+        if verdict not in VERDICTS[kind]:
+            defects.append(f"{name}: verdict {verdict!r} is not one of a {kind}'s {VERDICTS[kind]}")
+        if kind == "check" or verdict == "not testable here":
+            continue
+        if not c.get("control"):
+            defects.append(f"{name}: a {kind} without a control")
+        if len(c.get("interval") or []) != 2:
+            defects.append(f"{name}: a {kind} without an interval")
+        side, bound, control = c.get("side"), c.get("bound"), c.get("control_value")
+        if side not in SIDES or bound is None or control is None:
+            defects.append(f"{name}: no side, bound or control figure recorded")
+            continue
+        if (side == "above" and control > bound) or (side == "below" and control < bound):
+            defects.append(f"{name}: its control ({control:g}) meets its own bound ({bound:g}): it cannot fail")
+    return defects
+
+
+def load_records(folder: str | Path | None = None) -> list[dict]:
+    """Every chapter record in ``folder`` (default :func:`records_dir`), sorted by chapter."""
+    folder = Path(folder) if folder is not None else records_dir()
+    if not folder.is_dir():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def report_table(records: list[dict]) -> pd.DataFrame:
+    """All records of all chapters: ``chapter`` and the ``SCOREBOARD_COLUMNS``."""
+    rows = [{"chapter": r["chapter"], **c} for r in records for c in r["claims"]]
+    frame = claims_frame(rows)
+    frame.insert(0, "chapter", [r["chapter"] for r in rows])
+    return frame
