@@ -7,8 +7,13 @@ import pytest
 import torch
 
 import helpers
-from helpers.book.claims import ClaimFailed, Claims, Control, load_records, record_defects, report_table
+from helpers.book import claims as claims_module
+from helpers.book.claims import ClaimFailed, Control, load_records, record_defects, report_table
 from helpers.methods.intervals import Estimate
+
+
+def Claims(chapter, **options):  # noqa: N802: the class, with no registry, for scratch chapters
+    return claims_module.Claims(chapter, registry=None, **options)
 
 
 def estimate(value, low, high, sequences=20):
@@ -40,30 +45,101 @@ def test_the_verdict_comes_from_the_interval_and_the_control():
     straddles = estimate(0.6, 0.45, 0.75)
     below = estimate(0.3, 0.2, 0.4)
     assert claims.paper("clears", "most is removed", clear, chance) == "reproduced"
-    assert claims.paper("straddles", "most is removed", straddles, chance) == "not reproduced"
+    # an interval that holds its bound decides nothing: inconclusive, never a failure
+    assert claims.paper("straddles", "most is removed", straddles, chance) == "inconclusive"
     assert claims.paper("reversed", "most is removed", below, chance) == "not reproduced"
-    assert claims.paper("size", "most is removed", clear, chance, size=(0.97, 0.05)) == "in direction only"
+    # the size tolerance is the rule's (a tenth of the published figure): 1.2 lies outside [0.7, 0.9] +- 0.12
+    assert claims.paper("size", "most is removed", clear, chance, size=1.2) == "in direction only"
     # the published size is compared with the interval widened by the tolerance, not with the point
-    assert claims.paper("size-ok", "most is removed", clear, chance, size=(0.94, 0.05)) == "reproduced"
+    assert claims.paper("size-ok", "most is removed", clear, chance, size=0.97) == "reproduced"
     assert claims.paper("side", "less is removed", below, chance, side="below") == "reproduced"
-    assert claims.finding("mine", "my finding", straddles, chance) == "does not hold"
+    assert claims.finding("mine", "my finding", straddles, chance) == "inconclusive"
     assert claims.finding("mine-2", "my finding", clear, chance) == "holds"
-    # a control with its own interval: the claim must clear the control's far edge
+    assert claims.finding("mine-3", "my finding", below, chance) == "does not hold"
+    # a control measured on other sequences: the claim must clear the control's far edge
     noisy = Control("position 1", estimate(0.6, 0.5, 0.68))
     assert claims.paper("noisy", "more than at position 1", clear, noisy) == "reproduced"
-    assert claims.paper("noisy-2", "more than at position 1", estimate(0.75, 0.66, 0.8), noisy) == "not reproduced"
-    # a threshold from the paper applies where it is stricter than the control, never looser
-    assert claims.paper("paper-bound", "above 0.75", clear, chance, threshold=0.75) == "not reproduced"
-    assert claims.paper("loose-bound", "above 0.1", straddles, chance, threshold=0.1) == "not reproduced"
+    assert claims.paper("noisy-2", "more than at position 1", estimate(0.75, 0.66, 0.8), noisy) == "inconclusive"
+    assert claims.paper("noisy-3", "more than at position 1", estimate(0.3, 0.2, 0.45), noisy) == "not reproduced"
+    # a threshold from the paper is read beside the control: both must clear
+    assert claims.paper("paper-bound", "above 0.75", clear, chance, threshold=0.75) == "inconclusive"
+    assert claims.paper("paper-bound-2", "above 0.95", clear, chance, threshold=0.95) == "not reproduced"
+    assert claims.paper("loose-bound", "above 0.1", straddles, chance, threshold=0.1) == "inconclusive"
+    with pytest.raises(TypeError, match="registry"):
+        claims.paper("old-size", "a size with its own tolerance", clear, chance, size=(0.97, 0.05))
     by_id = {c.id: c for c in claims.claims}
     assert by_id["reversed"].note.startswith("reversed")
-    assert not by_id["straddles"].note
+    assert not by_id["straddles"].note and not by_id["paper-bound-2"].note  # clears the control, not the bound
     assert by_id["clears"].measured == "0.80 [0.70, 0.90] over 20 sequences"
     assert by_id["clears"].control == "a random column space of the same rank: 0.50"
-    assert by_id["loose-bound"].bound == 0.5 and by_id["paper-bound"].bound == 0.75
-    assert by_id["size"].tolerance == "±0.05 of 0.97" and by_id["size"].published == "0.97"
+    assert by_id["clears"].comparison == "fixed" and by_id["noisy"].comparison == "independent"
+    assert "paper's bound [0.7, 0.9] contains 0.75" in by_id["paper-bound"].reading
+    assert by_id["size"].tolerance == "±0.12 of 1.20" and by_id["size"].published == "1.20"
     assert claims.not_testable("no", "needs d_v = 64", "the bundled model has d_v = 32") == "not testable here"
     assert record_defects(claims.record()) == []
+
+
+def test_a_paired_control_is_read_by_the_paired_difference():
+    """The referee's case: marginal intervals overlap, the per-sequence difference clears."""
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0.5, 0.1, 30)  # what the sequences share: both figures move with it
+    control = shared
+    values = shared + 0.03 + rng.normal(0, 0.01, 30)
+    marginal, own = helpers.bootstrap(values), helpers.bootstrap(control)
+    assert marginal.low < own.high  # the two marginal intervals overlap
+    paired = Control.paired("the same sequences without the effect", values, control)
+    assert paired.comparison == "paired" and paired.difference.low > 0
+    claims = Claims("99_test", mode="report")
+    assert claims.paper("paired", "above the control", marginal, paired) == "reproduced"
+    assert claims.paper("unpaired", "above the control", marginal, Control("the same, unpaired", own)) == (
+        "inconclusive"
+    )
+    # a paired difference whose interval holds zero: inconclusive, not "not reproduced"
+    noise = shared + rng.normal(0, 0.05, 30)
+    equal = Control.paired("an equally good control", noise, shared)
+    assert equal.difference.low < 0 < equal.difference.high
+    assert claims.paper("null", "above the control", helpers.bootstrap(noise), equal) == "inconclusive"
+    # a paired difference wholly on the other side: not reproduced, reversed
+    worse = Control.paired("a better control", shared - 0.05, shared)
+    assert claims.finding("worse", "above", helpers.bootstrap(shared - 0.05), worse) == "does not hold"
+    record = {c.id: c for c in claims.claims}
+    assert record["worse"].note.startswith("reversed")
+    assert "paired difference" in record["paired"].control and len(record["paired"].difference) == 2
+    # the estimate and the paired control must rest on the same sequences
+    with pytest.raises(ValueError, match="same sequences|sequences"):
+        claims.paper("mismatch", "x", helpers.bootstrap(values[:20]), paired)
+    assert record_defects(claims.record()) == []
+
+
+def test_few_sequences_and_an_absent_premise_are_counted_apart():
+    claims = Claims("99_test", mode="report")
+    few = estimate(0.8, 0.7, 0.9, sequences=9)
+    assert claims.paper("few", "a claim on 9 texts", few, Control("chance", 0.5)) == "too few sequences"
+    assert "fewer than the 10" in claims.claims[-1].note and "clears" in claims.claims[-1].note
+    assert claims.finding("few-f", "a finding on 9 texts", few, Control("chance", 0.5)) == "too few sequences"
+    absent = claims.paper(
+        "premise", "the separator's share", estimate(0.8, 0.7, 0.9), Control("chance", 0.5),
+        premise=(False, "the sink is the start token, not the separator"),
+    )  # fmt: skip
+    assert absent == "premise absent" and claims.claims[-1].note.startswith("premise absent: the sink")
+    with pytest.raises(ValueError, match="premise"):
+        claims.finding("f-premise", "x", estimate(0.8, 0.7, 0.9), Control("c", 0.5), premise=(False, "x"))
+    assert record_defects(claims.record()) == []
+
+
+def test_decide_reads_each_comparison():
+    from helpers.book.verdicts import compare, decide
+
+    assert compare(0.1, 0.2, 0.0, "above") == "clears" and compare(-0.2, -0.1, 0.0, "above") == "against"
+    assert compare(-0.1, 0.1, 0.0, "below") == "contains" and compare(-0.2, -0.1, 0.0, "below") == "clears"
+    e = estimate(0.8, 0.7, 0.9)
+    assert decide("paper", e, "above", control=0.5).verdict == "reproduced"
+    assert decide("paper", e, "above", control_interval=(0.75, 0.95)).verdict == "inconclusive"
+    assert decide("paper", e, "above", control_interval=(0.95, 0.99)).verdict == "not reproduced"
+    with pytest.raises(ValueError, match="exactly one"):
+        decide("paper", e, "above", control=0.5, control_interval=(0.1, 0.2))
+    with pytest.raises(ValueError, match="same sequences"):
+        decide("paper", e, "above", difference=estimate(0.1, 0.05, 0.2, sequences=12))
 
 
 def test_bad_registrations_are_refused():
@@ -146,15 +222,15 @@ def test_the_report_counts_paper_claims_findings_and_checks_apart(tmp_path):
     report = report_table(load_records(tmp_path))
     scoreboard = helpers.book.scoreboard
     counts = scoreboard.verdict_counts(report)
-    assert counts.loc["01_a"].tolist() == [2, 1, 0, 1, 0] and counts.loc["all", "claims"] == 3
+    assert counts.loc["01_a"].tolist() == [2, 1, 0, 1, 0, 0, 0, 0] and counts.loc["all", "claims"] == 3
     findings = scoreboard.verdict_counts(report, kind="finding")
-    assert findings.loc["all"].tolist() == [2, 2, 0, 0]
+    assert findings.loc["all"].tolist() == [2, 2, 0, 0, 0, 0]
     assert scoreboard.check_counts(report) == (2, 2)
     html = scoreboard.verdict_html(counts, links={"01_a": "01_a.html"})
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
     departures = scoreboard.departures_html(report, links={"01_a": "01_a.html"})
-    assert departures.count("<li>") == 1 and "<em>not reproduced</em>. A claim." in departures
-    assert "Here: 0.40 [0.30, 0.60]" in departures and "the interval does not clear the control" in departures
+    assert departures.count("<li>") == 1 and "<em>inconclusive</em>. A claim." in departures
+    assert "Here: 0.40 [0.30, 0.60]" in departures and "the interval holds its bound" in departures
     assert scoreboard.departures_html(report[report.verdict == "reproduced"]) == "<p>None.</p>"
 
 
@@ -175,8 +251,8 @@ def test_a_departure_reads_as_sentences():
     )
     sink = {**row, "note": "", "control": "position 1: 0.003 [0.001, 0.005] (bound 0.500, from the paper)"}
     assert helpers.book.scoreboard.departure_sentences(sink).endswith(
-        "the control, position 1, gives 0.003 [0.001, 0.005], and the published bound is 0.500, which the "
-        "interval does not clear."
+        "the control, position 1, gives 0.003 [0.001, 0.005], and the interval lies wholly on the other side "
+        "of the published bound, 0.500."
     )
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
     assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")

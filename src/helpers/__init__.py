@@ -50,7 +50,8 @@ import importlib
 from . import book, drivers, methods, model
 from .book import paper
 from .book.chapters import load_for_chapter
-from .book.claims import Claims, Control
+from .book.claims import Claims
+from .book.controls import Control
 from .book.notebook import glue, residual_text, setup_notebook
 from .drivers.attribution import attribute_examples
 from .drivers.decoder import sink_sweep

@@ -10,7 +10,7 @@ because they load matplotlib, seaborn and ipywidgets, :mod:`~helpers.book.plots`
 
 import importlib
 
-from . import budgets, chapters, claims, notebook, paper
+from . import budgets, chapters, claims, notebook, paper, registry, verdicts
 
 _LAZY = ("plots", "widgets")
 

@@ -47,6 +47,7 @@ SCOREBOARD_COLUMNS = (
     "verdict",
     "note",
     "section",
+    "status",
 )
 KIND_TITLES = {
     "paper": "The paper's claims (and later work's)",
@@ -58,9 +59,12 @@ VERDICT_CLASS = {
     "holds": "yes",
     "passes": "yes",
     "in direction only": "part",
+    "inconclusive": "open",
     "not reproduced": "no",
     "does not hold": "no",
     "fails": "no",
+    "premise absent": "none",
+    "too few sequences": "none",
     "not testable here": "none",
 }
 
@@ -86,6 +90,7 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
                 "verdict": c["verdict"],
                 "note": c.get("note", ""),
                 "section": c.get("section", ""),
+                "status": c.get("status", ""),
             }
         )
     return pd.DataFrame(rows, columns=list(SCOREBOARD_COLUMNS))
@@ -162,6 +167,8 @@ class Scoreboard:
                 page = self.links.get(row["chapter"], "") if chapters else ""
                 href = html.escape(f"{page}#{row['section']}")
                 label = f'<a href="{href}" title="the section that tests it">{label}</a>'
+            if row.get("status") == "exploratory":
+                label += ' <span class="status" title="posed after a look at the data">exploratory</span>'
             if self.show_notes and row["note"]:
                 claim += f'<div class="note">{html.escape(row["note"])}</div>'
             published = html.escape(row["published"] or "-")
@@ -194,8 +201,16 @@ class Scoreboard:
         return "".join(out)
 
 
-VERDICTS = ("reproduced", "in direction only", "not reproduced", "not testable here")
-FINDING_VERDICTS = ("holds", "does not hold", "not testable here")
+VERDICTS = (
+    "reproduced",
+    "in direction only",
+    "inconclusive",
+    "not reproduced",
+    "premise absent",
+    "too few sequences",
+    "not testable here",
+)
+FINDING_VERDICTS = ("holds", "inconclusive", "does not hold", "too few sequences", "not testable here")
 
 
 def verdict_counts(report: pd.DataFrame, kind: str = "paper") -> pd.DataFrame:
@@ -255,7 +270,10 @@ _BOUND = re.compile(r"\s*\(bound ([^,()]+), from the paper\)")
 # what each verdict of a paper claim says about its interval, in words
 _VERDICT_READING = {
     "in direction only": "the interval clears the control, but the published figure lies outside it",
-    "not reproduced": "the interval does not clear the control",
+    "inconclusive": "the interval holds its bound, so it decides neither way",
+    "not reproduced": "the interval clears its bound on the other side",
+    "premise absent": "the premise the claim presumes is absent on this model, so the claim is not tested",
+    "too few sequences": "it rests on too few sequences for a verdict",
     "reversed": "the interval lies on the other side of the control",
 }
 
@@ -275,10 +293,13 @@ def departure_sentences(row: dict) -> str:
         control_text = str(row["control"])
         bound = _BOUND.search(control_text)  # a threshold from the paper, stricter than the control
         control_text = _BOUND.sub("", control_text)
+        control_text, _, paired = control_text.partition("; paired difference ")
         description, _, value = control_text.rpartition(": ")
+        if paired:
+            value += f" (the paired difference, this model's figure less the control's per sequence: {paired})"
         control = f"the control, {description}, gives {value}" if description else f"the control gives {value}"
         if bound and not reversed_ and row["verdict"] == "not reproduced":
-            reading = f"the published bound is {bound[1]}, which the interval does not clear"
+            reading = f"the interval lies wholly on the other side of the published bound, {bound[1]}"
         else:
             reading = _VERDICT_READING["reversed" if reversed_ else row["verdict"]]
         text.append(f"Here: {row['here']}; {control}, and {reading}.")
