@@ -12,7 +12,7 @@ from helpers.book.claims import ClaimFailed, Control, load_records, record_defec
 from helpers.methods.intervals import Estimate
 
 
-def Claims(chapter, **options):  # noqa: N802: the class, with no registry, for scratch chapters
+def Claims(chapter, **options):  # noqa: N802 (the class, with no registry, for scratch chapters)
     return claims_module.Claims(chapter, registry=None, **options)
 
 
