@@ -2,8 +2,9 @@
 
 It simulates a fresh Colab runtime: Python 3.12 with Colab's preinstalled packages (``[tool.book.colab] stack``
 in pyproject.toml), the edition copied alone into an empty folder, empty caches, and its install cell pointed at
-this checkout: in the copy, the install's ``git+https://...@<tag>`` URL is replaced (a textual replace) by a
-wheel built from the working tree. Each edition runs top to bottom with nbclient (1200 s per cell, stopping at
+a fresh clone of this repository's main branch (``git clone --no-local``, no tag or other ref added by hand): in
+the copy, the install's ``git+https://<repository>@<commit>`` URL becomes ``git+file://<clone>@<commit>``, so
+pip installs the pinned commit as Colab would, and fails where the clone lacks it. Each edition runs top to bottom with nbclient (1200 s per cell, stopping at
 the first error, as Colab's "Run all" does). Per edition it prints the time, the error, the pip conflict lines
 seen in the outputs and the MyST markup left in markdown cells; it exits 1 if it found any.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,8 +36,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 REPO = Path(__file__).resolve().parents[1]
 CELL_TIMEOUT = 1200
 BASELINE = "colab-baseline.txt"  # the venv's packages as made: what every edition starts from
-# The install cell's source of the helpers: "identifiability-book @ git+https://github.com/org/repo@v0.1.0"
-GIT_URL = re.compile(r"git\+https?://[^\s\"']+")
+# The install cell's source of the helpers: "identifiability-book @ git+https://github.com/org/repo@<commit>"
+GIT_URL = re.compile(r"git\+https?://[^\s\"'@]+(?=@)")
 # pip's conflict report ("ERROR: pip's dependency resolver ...", "... which is incompatible.")
 CONFLICT = re.compile(r"^.*(?:\bERROR:|\bincompatible\b|dependency resolver).*$", re.M)
 # MyST that Colab shows raw: roles ({glue:text}`x`, {doc}`...`), directives (```{exercise}, :::{note}), targets
@@ -94,16 +94,11 @@ def reset_venv(venv: Path) -> None:
         pip(venv, "install", "--quiet", "--no-deps", *changed)
 
 
-def build_wheel(venv: Path, out: Path) -> Path:
-    """The helpers' wheel, built from a copy of the working tree (the checkout stays free of build output)."""
-    source = out / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(REPO / name, source / name)
-    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    pip(venv, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out), str(source))
-    (wheel,) = out.glob("*.whl")
-    return wheel
+def fresh_clone(out: Path, branch: str = "main") -> Path:
+    """A fresh clone of this repository's ``branch`` (its committed history only, no working-tree change)."""
+    clone = out / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--no-local", "--branch", branch, str(REPO), str(clone)], check=True)
+    return clone
 
 
 def kernelspec(venv: Path, root: Path) -> str:
@@ -132,7 +127,7 @@ def stream_text(notebook) -> str:
     )
 
 
-def check(edition: Path, venv: Path, wheel: Path) -> list[str]:
+def check(edition: Path, venv: Path, clone: Path) -> list[str]:
     """Run one edition alone in the simulated Colab; print its line and return its problems."""
     notebook = nbformat.read(edition, as_version=4)
     problems = [
@@ -144,7 +139,7 @@ def check(edition: Path, venv: Path, wheel: Path) -> list[str]:
     urls = 0
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            cell.source, n = GIT_URL.subn(wheel.as_uri(), cell.source)
+            cell.source, n = GIT_URL.subn("git+" + clone.as_uri(), cell.source)
             urls += n
     if urls == 0:
         problems.append("no git+https install URL found to point at this checkout")
@@ -195,9 +190,9 @@ def main(args: list[str]) -> int:
         del os.environ[name]  # a reader's Colab has none of these: the chapters' defaults apply
     if not (venv / BASELINE).is_file():
         make_venv(venv)
-    with tempfile.TemporaryDirectory(prefix="colab-check-wheel-") as tmp:
-        wheel = build_wheel(venv, Path(tmp))
-        failed = [e for e in editions if check(e, venv, wheel)]
+    with tempfile.TemporaryDirectory(prefix="colab-check-clone-") as tmp:
+        clone = fresh_clone(Path(tmp), os.environ.get("COLAB_CHECK_BRANCH", "main"))
+        failed = [e for e in editions if check(e, venv, clone)]
     print(f"colab-check: {len(editions) - len(failed)} of {len(editions)} editions ran clean")
     return 1 if failed else 0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests import colab_check
 
 PIP_CONFLICT = """\
@@ -44,11 +46,27 @@ def test_plain_markdown_is_not_markup():
     assert colab_check.MYST.findall(markdown) == []
 
 
-def test_the_install_url_is_replaced_by_the_local_wheel(tmp_path):
+def test_the_install_url_points_at_a_fresh_clone_at_the_same_commit(tmp_path):
+    pin = "0123456789abcdef0123456789abcdef01234567"
     line = (
-        'subprocess.run([*pip, "identifiability-book[decoder] @ git+https://github.com/org/repo@v0.1.0"], check=True)'
+        f'subprocess.run([*pip, "identifiability-book[decoder] @ git+https://github.com/org/repo@{pin}"], check=True)'
     )
-    wheel = tmp_path / "identifiability_book-0.1.0-py3-none-any.whl"
-    replaced, n = colab_check.GIT_URL.subn(wheel.as_uri(), line)
+    clone = tmp_path / "clone"
+    replaced, n = colab_check.GIT_URL.subn("git+" + clone.as_uri(), line)
     assert n == 1
-    assert f'"identifiability-book[decoder] @ {wheel.as_uri()}"' in replaced
+    assert f'"identifiability-book[decoder] @ git+{clone.as_uri()}@{pin}"' in replaced
+
+
+def test_the_fresh_clone_holds_main_and_its_history(tmp_path):
+    import subprocess
+
+    if subprocess.run(
+        ["git", "-C", str(colab_check.REPO), "rev-parse", "--verify", "main"], capture_output=True
+    ).returncode:
+        pytest.skip("no main branch in this checkout")
+    clone = colab_check.fresh_clone(tmp_path)
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    main = subprocess.run(
+        ["git", "-C", str(colab_check.REPO), "rev-parse", "main"], capture_output=True, text=True
+    ).stdout
+    assert head == main

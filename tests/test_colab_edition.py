@@ -8,6 +8,7 @@ small strings.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -33,7 +34,6 @@ IDS = [p.stem for p in NOTEBOOKS]
 MYST_ROLE = re.compile(r"\{[\w:-]+\}`")
 MYST_FENCE = re.compile(r"^\s*(?:`{3,}|:{3,})\s*\{", flags=re.M)
 REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"].rstrip("/")
-VERSION = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), flags=re.M)[1]
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +105,15 @@ def test_each_figure_is_followed_by_its_number_and_caption(notebook):
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
-def test_the_install_names_the_repository_once_at_the_tag(notebook):
+def test_the_install_names_the_repository_once_at_a_commit_it_holds(notebook):
+    """The edition installs the helpers at a commit of this repository's history whose helpers are the
+    book's (no tag that a clone may lack)."""
     cells = _edition(notebook).cells
     setup = next(c for c in cells if c.cell_type == "code")
     assert setup.source.count(REPOSITORY) == 1
-    assert f'@ git+{REPOSITORY}@v{VERSION}"' in setup.source, "install the helpers at the version tag"
+    pinned = re.search(rf'@ git\+{re.escape(REPOSITORY)}@([0-9a-f]{{40}})"', setup.source)
+    assert pinned, "install the helpers at a full commit hash"
+    _assert_in_history(pinned[1])
     assert "Installing the book's helpers" in setup.source and 'print("done"' in setup.source
     for spec in colab.colab_upgrades(ROOT):  # in the same pip command as the helpers, so pip sees no conflict
         assert f'"{spec}")' in setup.source, f"{notebook.stem}: the install leaves out {spec}"
@@ -144,7 +148,7 @@ def test_the_colab_button_opens_the_edition():
 LINKS = BookLinks(
     url="https://org.github.io/repo/",
     repository="https://github.com/org/repo",
-    tag="v1.2.3",
+    revision="0123456789abcdef0123456789abcdef01234567",
     titles={"book/02_rank_argument": "The rank argument", "book/intro": "Introduction"},
     labels={
         "ex-03-open": NumberedLabel("book/03_simplex_null_spaces", "3.4"),
@@ -209,15 +213,45 @@ def test_doc_numref_and_api_roles_link_to_the_online_book():
             convert(unknown)
 
 
-def test_repository_only_commands_link_to_the_repository_at_the_tag():
+def test_repository_only_commands_link_to_the_repository_at_the_commit():
+    pin = "0123456789abcdef0123456789abcdef01234567"
     assert convert("`make bench` (`benchmarks/bench_mixing.py`)") == (
-        "[`make bench`](https://github.com/org/repo/tree/v1.2.3/benchmarks) "
-        "([`benchmarks/bench_mixing.py`](https://github.com/org/repo/blob/v1.2.3/benchmarks/bench_mixing.py))"
+        f"[`make bench`](https://github.com/org/repo/tree/{pin}/benchmarks) "
+        f"([`benchmarks/bench_mixing.py`](https://github.com/org/repo/blob/{pin}/benchmarks/bench_mixing.py))"
     )
-    assert convert("`make test`") == "[`make test`](https://github.com/org/repo/blob/v1.2.3/Makefile)"
+    assert convert("`make test`") == f"[`make test`](https://github.com/org/repo/blob/{pin}/Makefile)"
     assert convert("`BOOK_MODEL` and `MODEL`") == "`BOOK_MODEL` and `MODEL`"
     with pytest.raises(ValueError, match="not in the repository"):
         convert("`benchmarks/bench_nothing.py`")
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+def _assert_in_history(revision: str) -> None:
+    if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        pytest.skip("not a git checkout: the pinned commit cannot be looked up")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone: its history may not reach the pinned commit")
+    assert _git("cat-file", "-e", f"{revision}^{{commit}}").returncode == 0, (
+        f"the editions pin {revision}, which this repository does not have: run make colab after committing"
+    )
+    assert _git("merge-base", "--is-ancestor", revision, "HEAD").returncode == 0, (
+        f"the editions pin {revision}, which is not in the history of HEAD"
+    )
+    changed = _git("diff", "--name-only", revision, "HEAD", "--", *colab.HELPERS_INPUTS).stdout.split()
+    assert not changed, (
+        f"the helpers changed since the pinned commit {revision[:12]} ({', '.join(changed[:5])}): a Colab reader "
+        "would install older helpers than the book ran; commit, then make colab"
+    )
+
+
+def test_a_pin_outside_the_history_fails():
+    if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        pytest.skip("not a git checkout")
+    with pytest.raises(AssertionError, match="does not have"):
+        _assert_in_history("0" * 40)
 
 
 def _md(source: str) -> dict:

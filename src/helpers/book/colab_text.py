@@ -5,7 +5,7 @@ roles: ``{glue:text}`` becomes the glued value written in (formatted as myst-nb 
 ``{doc}`` and ``{numref}`` links to the online pages, ``{py:func}`` and its kin code text linking
 to the API page, ``{cite}`` / ``{cite:t}`` author-year text linking to the references page, and a
 repository-only command (``make bench``) or path (``benchmarks/bench_mixing.py``) a link to the
-repository at the edition's tag. ``exercise_cells`` rewrites the exercise and solution directives
+repository at the edition's commit. ``exercise_cells`` rewrites the exercise and solution directives
 of a whole notebook, since a solution may span cells. Both raise ``ValueError`` on markup they do
 not know, so nothing unrendered reaches Colab.
 """
@@ -57,17 +57,17 @@ class NumberedLabel(NamedTuple):
 
 @dataclass(frozen=True)
 class BookLinks:
-    """What the edition's prose links to: the online book, the repository at a tag, and what it names.
+    """What the edition's prose links to: the online book, the repository at a commit, and what it names.
 
-    ``url`` is the online book (ending in ``/``); ``repository`` the repository's URL; ``tag`` the
-    version the edition was generated from (``v0.1.0``); ``titles`` each page's title by docname;
+    ``url`` is the online book (ending in ``/``); ``repository`` the repository's URL; ``revision`` the
+    commit the edition pins (``helpers.book.colab.helpers_revision``); ``titles`` each page's title by docname;
     ``labels`` each exercise's and figure's label, with its place and number; ``references`` each bibliography key's
     author-year; ``root`` the repository checkout (a repository path the prose names must exist there).
     """
 
     url: str
     repository: str
-    tag: str
+    revision: str
     titles: dict[str, str] = field(default_factory=dict)
     labels: dict[str, NumberedLabel] = field(default_factory=dict)
     references: dict[str, Reference] = field(default_factory=dict)
@@ -78,9 +78,9 @@ class BookLinks:
         return f"{self.url}{docname}.html" + (f"#{anchor}" if anchor else "")
 
     def blob(self, path: str) -> str:
-        """The repository's file (or folder, ending in ``/``) ``path`` at the edition's tag."""
+        """The repository's file (or folder, ending in ``/``) ``path`` at the edition's commit."""
         kind = "tree" if path.endswith("/") else "blob"
-        return f"{self.repository}/{kind}/{self.tag}/{path.rstrip('/')}"
+        return f"{self.repository}/{kind}/{self.revision}/{path.rstrip('/')}"
 
 
 def glue_text(raw: str, spec: str = "") -> str:
