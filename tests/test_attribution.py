@@ -514,6 +514,29 @@ def test_class_gap_and_its_permutation_control(pair_result, tokenizer):
         helpers.drivers.attribution.class_gap(table.drop(columns="word_class"))
 
 
+def test_class_gap_paired_is_the_two_gaps_and_their_difference(pair_result, tokenizer):
+    results = [pair_result] * 4
+    classes = [helpers.methods.word_classes.word_classes_of(tokenizer, r.input_ids) for r in results]
+    table = helpers.drivers.attribution.self_contribution_table(results, classes=classes)
+    paired = helpers.drivers.attribution.class_gap_paired(table, "function", from_layer=2)
+    assert paired.gap == helpers.drivers.attribution.class_gap(table, "function", from_layer=2)
+    assert paired.shuffled == helpers.drivers.attribution.class_gap(table, "function", from_layer=2, shuffle=True)
+    assert paired.difference.value == pytest.approx(paired.gap.value - paired.shuffled.value)
+    assert paired.difference.sequences == 4 and paired.difference.low <= paired.difference.high
+
+
+def test_neighbour_contribution_is_the_mean_of_the_two_next_inputs(pair_result):
+    near = helpers.drivers.attribution.neighbour_contribution(pair_result)
+    c = pair_result.contributions
+    n = pair_result.n
+    assert near.shape == (3, n)
+    assert torch.allclose(near[:, 0], c[:, 0, 1]) and torch.allclose(near[:, -1], c[:, -1, n - 2])
+    assert torch.allclose(near[:, 4], (c[:, 4, 3] + c[:, 4, 5]) / 2)
+    table = helpers.drivers.attribution.self_contribution_table([pair_result], neighbours=True)
+    assert table["neighbour_contribution"].to_numpy() == pytest.approx(near.double().numpy().ravel())
+    assert "neighbour_contribution" not in helpers.drivers.attribution.self_contribution_table([pair_result])
+
+
 def test_cls_sources_by_example(pair_result, tokenizer):
     frame = helpers.drivers.attribution.cls_sources_by_example([pair_result, pair_result])
     assert len(frame) == 2 * 3 and set(frame["example"]) == {0, 1}

@@ -1,4 +1,4 @@
-"""The book's two small Sphinx extensions (book/_ext): plain-text docstrings and one copy of each script."""
+"""The book's small Sphinx extensions (book/_ext): plain-text docstrings, one copy of each script, the search's scorer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
 import plain_docstrings  # noqa: E402
+import search_ranking  # noqa: E402
 import unique_scripts  # noqa: E402
 
 
@@ -51,3 +52,17 @@ def test_repeated_inline_scripts_are_dropped():
         (None, "const X = 1"),
         (None, "other"),
     ]
+
+
+def test_the_search_scorer_is_set_by_an_absolute_path():
+    class Config:
+        html_search_scorer = ""
+
+    config = Config()
+    search_ranking.set_scorer(None, config)
+    scorer = Path(config.html_search_scorer)
+    assert scorer.is_absolute() and scorer.exists()
+    code = scorer.read_text()
+    # a whole Scorer (it replaces Sphinx's), with the two rules
+    for name in ("objNameMatch", "objPrio", "partialTerm", "score:", '"book/glossary"', '"book/api"'):
+        assert name in code, f"search_scorer.js lacks {name}"

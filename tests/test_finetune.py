@@ -164,3 +164,33 @@ def test_naive_identifiability_by_example_pools_to_the_table(tokenizer, one_thre
     for state, part in by_example.groupby("hidden_state"):
         weighted = float((part.rate.to_numpy() * tokens).sum() / sum(tokens))
         assert weighted == pytest.approx(pooled.rate[state])
+
+
+def test_validation_keeps_the_best_epoch_and_warmup_starts_low(tokenizer, one_thread):
+    model = make_tiny_bert(num_layers=1, heads=2, hidden=16)
+    pairs = _pairs(32)
+    fit, validation = finetuning.split_pairs(pairs, 0.25, seed=0)
+    result = finetuning.fine_tune(
+        model, tokenizer, fit, epochs=6, batch_size=8, learning_rate=3e-2, seed=0, validation=validation, warmup=0.2
+    )
+    table = result.validation
+    assert list(table.columns) == ["epoch", "accuracy", "loss"] and list(table.epoch) == list(range(1, 7))
+    best = table.sort_values(["accuracy", "loss"], ascending=[False, True]).epoch.iloc[0]
+    assert result.best_epoch == best
+    kept = table.set_index("epoch").loc[best]
+    assert finetuning.accuracy(result.classifier, tokenizer, validation) == pytest.approx(kept.accuracy)
+    # the same run without validation ends on the last epoch's weights: they differ unless the last is kept
+    plain = finetuning.fine_tune(model, tokenizer, fit, epochs=6, batch_size=8, learning_rate=3e-2, seed=0, warmup=0.2)
+    assert plain.best_epoch == 6 and plain.validation is None
+    assert torch.equal(plain.classifier.head.weight, result.classifier.head.weight) == (best == 6)
+    with pytest.raises(ValueError, match="warmup"):
+        finetuning.fine_tune(model, tokenizer, fit, warmup=1.0)
+
+
+def test_shuffled_labels_keep_the_pairs_and_the_label_counts():
+    pairs = _pairs(20)
+    shuffled = finetuning.shuffled_labels(pairs, seed=0)
+    assert [(e.id, e.text_a, e.text_b) for e in shuffled] == [(e.id, e.text_a, e.text_b) for e in pairs]
+    assert sorted(e.label for e in shuffled) == sorted(e.label for e in pairs)
+    assert [e.label for e in shuffled] != [e.label for e in pairs]
+    assert finetuning.shuffled_labels(pairs, seed=0) == shuffled

@@ -111,3 +111,20 @@ def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_
         helpers.model.internals.attention_block_output(internals.A, internals.T[:, :-1], internals.b_O)
     with pytest.raises(ValueError, match="b_O"):
         helpers.model.internals.attention_block_output(internals.A, internals.T, internals.b_O[0])
+
+
+def test_attention_from_qk_adds_a_position_bias_of_the_scores_shape():
+    Q, K = torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+    bias = torch.randn(2, 5, 5)
+    expected = torch.softmax(Q @ K.transpose(-1, -2) / 2 + bias, dim=-1)
+    torch.testing.assert_close(helpers.model.internals.attention_from_qk(Q, K, bias), expected)
+    with pytest.raises(ValueError, match="position_bias must end in"):
+        helpers.model.internals.attention_from_qk(Q, K, torch.zeros(5, 4))
+
+
+def test_the_layer_by_layer_path_names_the_families_it_covers():
+    from transformers import GPT2Config, GPT2Model
+
+    model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16))
+    with pytest.raises(ValueError, match="covers bert, mpnet"):
+        helpers.model.internals.attention_parts(model, 1)

@@ -109,6 +109,16 @@ def test_extreme_alternative_is_valid_and_far_from_A():
         lp_bounds.extreme_alternative(A, T, torch.ones(3, 3), progress=False)
 
 
+def test_extreme_alternative_solves_only_the_rows_asked_for():
+    A, T = random_head(n=18, d_v=5, seed=6)
+    full = lp_bounds.extreme_alternative(A, T, -A, progress=False)
+    some = lp_bounds.extreme_alternative(A, T, -A, progress=False, rows=[2, 11])
+    assert torch.allclose(some[[2, 11]], full[[2, 11]], atol=1e-9)
+    assert torch.isnan(some[0]).all() and torch.isnan(some[17]).all()
+    with pytest.raises(ValueError, match="rows"):
+        lp_bounds.extreme_alternative(A, T, -A, progress=False, rows=[18])
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -27,7 +27,7 @@ def setup(tiny64, tokenizer):
 # ---------------------------------------------------------------- defining identities
 
 
-@pytest.mark.parametrize("effective", [False, True])
+@pytest.mark.parametrize("effective", [False, True, "null_doubled", "null_random"])
 def test_decomposition_sums_to_the_real_intermediate_and_layer_outputs(setup, effective):
     model, encoding, internals = setup
     for layer in range(1, internals.num_layers + 1):
@@ -49,6 +49,33 @@ def test_effective_attention_changes_the_vectors_not_their_sum(setup):
     effective = helpers.methods.decomposition.decompose_layer(model, internals, 2, effective=True)
     assert torch.allclose(plain.attention.sum(1), effective.attention.sum(1), atol=1e-8)
     assert (plain.attention - effective.attention).abs().max() > 1e-3  # n > d_v: a real null part
+
+
+def test_same_output_rewrites_keep_the_head_output_and_move_as_far_as_the_null_part(setup):
+    _, _, internals = setup
+    A, V, H, T = internals.A[1], internals.V[1], internals.H[1], internals.T[1]
+    rewrite = helpers.methods.decomposition.rewrite_attention
+    null = A - rewrite(A, V, H, "effective")
+    assert null.abs().max() > 1e-3  # n > d_v: a real null part
+    for how in helpers.methods.decomposition.REWRITES:
+        B = rewrite(A, V, H, how, seed=3)
+        assert torch.allclose(B @ T, A @ T, atol=1e-8), how  # the same head output
+        # each move has, row by row, the size of the null part: effective -A_null, doubled +A_null, random R
+        assert torch.allclose((B - A).norm(dim=-1), null.norm(dim=-1), atol=1e-8), how
+    random = rewrite(A, V, H, "null_random", seed=3) - A
+    assert torch.equal(random, rewrite(A, V, H, "null_random", seed=3) - A)  # seeded
+    assert not torch.allclose(random, null, atol=1e-3) and not torch.allclose(random, -null, atol=1e-3)
+    with pytest.raises(ValueError, match="rewrite"):
+        rewrite(A, V, H, "shuffle")
+
+
+def test_rewritten_measures_carry_their_own_names(setup):
+    model, _, internals = setup
+    measures = [("globenc", {"effective": r}) for r in (True, "effective", "null_doubled", "null_random")]
+    names = [m.name for m in helpers.methods.mixing.local_measures(model, internals, measures)]
+    assert names == ["globenc+eff", "globenc+eff", "globenc+2null", "globenc+rnull"]
+    rolled = helpers.methods.mixing.rolled_out(helpers.methods.mixing.local_measures(model, internals, measures[3:])[0])
+    assert rolled.name == "globenc+rnull rollout"
 
 
 def test_norm_scores_follow_their_definitions(setup):
@@ -459,6 +486,14 @@ def test_effective_change_is_the_per_example_mean_over_layers():
     assert change.loc["b", "attention_norm"] == pytest.approx(-0.45)
     with pytest.raises(ValueError, match="globenc"):
         helpers.drivers.mixing.effective_change(sweep, ["globenc"])
+    # the same change for another rewrite of A, read from its own rows
+    doubled = pd.DataFrame(rows).assign(measure=lambda f: f["measure"].str.replace("+eff", "+2null", regex=False))
+    sweep = helpers.drivers.mixing.MixingSweep(doubled, pd.DataFrame(), {}, None)
+    change = helpers.drivers.mixing.effective_change(sweep, ["attention_norm"], rewrite="null_doubled")
+    assert change.loc["b", "attention_norm"] == pytest.approx(-0.45)
+    both = helpers.drivers.mixing.MixingSweep(pd.concat([pd.DataFrame(rows), doubled]), pd.DataFrame(), {}, None)
+    kept = helpers.drivers.mixing.without_rewrites(both)
+    assert set(kept.agreement["measure"]) == {"attention_norm rollout", "attention_norm+eff rollout"}
 
 
 def test_plan_pairs_scales_with_the_model(tokenizer):

@@ -318,3 +318,16 @@ def test_row_total_variation():
         helpers.methods.nullspace.row_total_variation(A, torch.ones(2, 2))
     with pytest.raises(TypeError):
         helpers.methods.nullspace.row_total_variation(A.numpy(), B)
+
+
+def test_random_values_keep_the_dimension_of_the_constrained_null_space(tiny_internals):
+    from helpers.methods.nullspace import null_space_dimensions, random_values
+
+    T = tiny_internals.T[0, 0]
+    X = random_values(T, seed=3)
+    assert X.shape == (
+        T.shape[0],
+        int(helpers.numerical_rank(torch.cat([T.double(), torch.ones(T.shape[0], 1, dtype=torch.float64)], 1))) - 1,
+    )
+    assert int(null_space_dimensions(X).with_ones) == int(null_space_dimensions(T).with_ones)
+    assert torch.equal(X, random_values(T, seed=3)) and not torch.equal(X, random_values(T, seed=4))

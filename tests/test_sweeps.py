@@ -86,38 +86,32 @@ def _chapter3_encodings(model, tokenizer):
     return [helpers.model.text.prefix_encoding(text, 24), helpers.model.text.prefix_encoding(text, 30)]
 
 
-def test_vertex_moves_are_valid_and_beat_a_random_direction(tiny_model, tokenizer):
-    from helpers.drivers.ranks import vertex_moves
+def test_layer_alternatives_bound_every_head_beside_random_values(tiny_model, tokenizer):
+    from helpers.drivers.ranks import layer_alternatives
 
     encodings = _chapter3_encodings(tiny_model, tokenizer)
-    table = vertex_moves(tiny_model, encodings, 20, layer=1, head=2, progress=False)
-    assert len(table) == 2 * 20 and set(table["example"]) == {0, 1}
-    assert ((table["vertex_tv"] >= 0) & (table["vertex_tv"] <= 1 + 1e-9)).all()
-    assert ((table["other_heads_tv"] >= 0) & (table["other_heads_tv"] <= 1 + 1e-9)).all()
-    # the largest change of a weight is at most the mass moved
-    assert (table["vertex_change"] <= table["vertex_tv"] + 1e-9).all()
-    # a vertex has at most rank([T, 1]) = d_v + 1 non-zero weights
-    assert (table["vertex_zero"] >= (20 - D_V - 1) / 20 - 1e-9).all()
-    largest = table.groupby("example")[["vertex_change", "random_change"]].max()
-    assert (largest["vertex_change"] > largest["random_change"]).all()
+    h = tiny_model.config.num_attention_heads
+    table = layer_alternatives(tiny_model, encodings, 20, layer=1, rows=[3, 12], progress=False)
+    assert len(table) == 2 * h * 2 * 20 and set(table["example"]) == {0, 1}
+    assert set(table["head"]) == set(range(1, h + 1)) and sorted(set(table["query"])) == [3, 12]
+    for low, high in (("lower", "upper"), ("random_lower", "random_upper")):
+        assert (table[low] <= table["weight"] + 1e-9).all() and (table["weight"] <= table[high] + 1e-9).all()
+        assert (table[low] >= -1e-9).all() and (table[high] <= 1 + 1e-9).all()
+    # the vertex lies inside every range, zeroes at least n - rank([T, 1]) weights, and the step toward it is 1
+    assert ((table["vertex"] >= table["lower"] - 1e-9) & (table["vertex"] <= table["upper"] + 1e-9)).all()
+    rows = table.groupby(["example", "head", "query"])
+    zeros = rows["vertex"].apply(lambda p: (p <= 1e-9).mean())
+    first = rows.first()
+    assert (zeros >= (first["n"] - first["rank"]) / first["n"] - 1e-12).all()
+    assert np.allclose(first["vertex_step"], 1.0, atol=1e-9)
+    assert (first["random_change"] < first["vertex_tv"]).all()
+    assert ((first["other_heads_tv"] >= 0) & (first["other_heads_tv"] <= 1 + 1e-9)).all()
+    # the random values change the ranges, not their dimension
+    assert not np.allclose(table["upper"], table["random_upper"])
     with pytest.raises(ValueError, match="No encoding"):
-        vertex_moves(tiny_model, encodings, 500, layer=1, head=1, progress=False)
-    with pytest.raises(ValueError, match="head"):
-        vertex_moves(tiny_model, encodings, 20, layer=1, head=9, progress=False)
-
-
-def test_range_table_contains_the_weights(tiny_model, tokenizer):
-    from helpers.drivers.ranks import range_table
-
-    encodings = _chapter3_encodings(tiny_model, tokenizer)
-    table = range_table(tiny_model, encodings, 16, layer=2, head=1, rows=3, progress=False)
-    assert len(table) == 2 * 3 * 16
-    assert sorted(set(table["query"])) == [0, 8, 15]
-    assert (table["lower"] <= table["weight"] + 1e-9).all()
-    assert (table["weight"] <= table["upper"] + 1e-9).all()
-    assert (table["lower"] >= -1e-9).all() and (table["upper"] <= 1 + 1e-9).all()
+        layer_alternatives(tiny_model, encodings, 500, layer=1, rows=[0], progress=False)
     with pytest.raises(ValueError, match="rows"):
-        range_table(tiny_model, encodings, 16, layer=2, head=1, rows=0, progress=False)
+        layer_alternatives(tiny_model, encodings, 20, layer=1, rows=[20], progress=False)
 
 
 def test_producible_reach_keeps_the_output(tiny_model, tokenizer):

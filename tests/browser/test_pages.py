@@ -82,7 +82,8 @@ def book_pages() -> list[str]:
     """Every HTML page of the build, relative to _build/html (assets excluded)."""
     if not HTML.is_dir():
         return []
-    skip = ("_static", "_sources", "_images", "_sphinx_design_static")
+    # _modules: the API's [source] pages (sphinx.ext.viewcode), highlighted code and nothing else
+    skip = ("_static", "_sources", "_images", "_sphinx_design_static", "_modules")
     return sorted(
         p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html") if p.relative_to(HTML).parts[0] not in skip
     )
@@ -330,8 +331,8 @@ def text_problems(text: str, outputs: list[str], page_path: str) -> list[str]:
     problems = []
     for match in list(UNRENDERED.finditer(text))[:5]:
         problems.append(f"unrendered markup: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
-    # the API page's docstrings speak of True, False and lists as values: only the chapters are read for reprs
-    reprs = [] if page_path == "book/api.html" else [("prose", text)] + [("output", o) for o in outputs]
+    # the API pages' docstrings speak of True, False and lists as values: only the chapters are read for reprs
+    reprs = [] if page_path.startswith("book/api") else [("prose", text)] + [("output", o) for o in outputs]
     for where, part in reprs:
         part = INTERVAL.sub(lambda m: "#" * len(m.group(0)), part)  # same length: the excerpts stay in place
         for match in list(PYTHON_REPR.finditer(part))[:3]:
@@ -437,8 +438,11 @@ def test_page(browser, server, page_path):
             if not hrefs:
                 problems.append("no Colab launch button")
             problems += [f"Colab button opens {href}, not {expected}" for href in hrefs if href != expected]
+        # the API reference pages run to tens of thousands of px: a full-page capture of one can fail
+        # ("Unable to capture screenshot") when memory is short, and its first screen is what a reader checks
         page.screenshot(
-            path=str(SCREENSHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True
+            path=str(SCREENSHOTS / (page_path.replace("/", "__").removesuffix(".html") + ".png")),
+            full_page=not page_path.startswith("book/api/"),
         )
         problems += check_solutions(page)  # last: it clicks
     finally:
@@ -470,11 +474,12 @@ PHONE_MIN_FIGURE_SCALE = 6 / (10 * FIGURE_DPI / 72)
 
 
 def reading_pages() -> list[str]:
-    """The pages a reader reads on a phone: the chapters, the introduction and the report (not the API index)."""
+    """The pages a reader reads on a phone: the chapters, the introduction, the report and the glossary
+    (not the API pages)."""
     return [
         p
         for p in book_pages()
-        if p.startswith("book/") and p != "book/api.html" and not REDIRECT.search((HTML / p).read_text())
+        if p.startswith("book/") and not p.startswith("book/api") and not REDIRECT.search((HTML / p).read_text())
     ]
 
 
@@ -525,3 +530,106 @@ def test_math_is_served_from_the_build():
                 f"{page_path} has math but no local MathJax"
             )
     assert with_math, "no page with math was found: the check saw nothing"
+
+
+# What is on the screen: shown, not transparent, and inside the viewport.
+_ON_SCREEN_JS = """(selector) => [...document.querySelectorAll(selector)].filter(e => {
+  const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+  return r.width > 0 && r.height > 0 && r.right > 0 && r.left < innerWidth && r.bottom > 0 && r.top < innerHeight
+    && s.visibility !== 'hidden' && Number(s.opacity) > 0.5;
+}).length"""
+# The chapter list and the page's contents, wherever the theme put them (the sidebar or its dialog).
+CHAPTER_LINKS = "nav.bd-docs-nav a.reference"
+CONTENTS_LINKS = "nav.page-toc a"
+SEARCH_BOXES = ".search-button-field, .search-button"
+
+
+def navigation_page() -> str | None:
+    """A chapter with sections: its contents panel has entries."""
+    chapters = [p for p in reading_pages() if chapter_number(p) is not None]
+    return chapters[0] if chapters else None
+
+
+@pytest.mark.parametrize("width", [PHONE["width"], 1280])
+def test_navigation_buttons_open_their_panels(browser, server, width):
+    """The article header's ☰ and contents buttons (book.js): at 390 px a tap opens the chapter list, then the
+    page's contents, on screen; at 1280 px ☰ folds the sidebar away and back. One search box at each width."""
+    page_path = navigation_page()
+    if page_path is None:
+        pytest.skip("no chapter in the build")
+    phone = width < 992  # the theme's breakpoint: below it the sidebars open as dialogs
+    context = browser.new_context(viewport={"width": width, "height": 844}, device_scale_factor=1, has_touch=phone)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught exception: {exc}"))
+    try:
+        page.goto(f"{server}/{page_path}", wait_until="load")
+        page.wait_for_timeout(300)
+        searches = page.evaluate(_ON_SCREEN_JS, SEARCH_BOXES)
+        if searches != 1:
+            problems.append(f"{searches} search boxes on the screen, not one")
+        menu = page.locator(".bd-header-article .primary-toggle")
+        contents = page.locator(".bd-header-article .secondary-toggle")
+        if not menu.is_visible():
+            problems.append("no visible ☰ in the article header")
+        elif phone:
+            before = page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS)
+            menu.tap()
+            page.wait_for_timeout(600)
+            shown = page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS)
+            if before or shown < 5:
+                problems.append(f"☰: {before} chapter links on the screen before, {shown} after (want 0, then 5+)")
+            page.screenshot(path=str(SCREENSHOTS / f"phone__navigation_menu_{width}.png"))
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(400)
+            if page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS):
+                problems.append("the chapter list stays on the screen after Escape")
+            if not contents.is_visible():
+                problems.append("no visible contents button in the article header")
+            else:
+                contents.tap()
+                page.wait_for_timeout(600)
+                entries = page.evaluate(_ON_SCREEN_JS, CONTENTS_LINKS)
+                if entries < 2:
+                    problems.append(f"contents button: {entries} of the page's sections on the screen (want 2+)")
+                page.screenshot(path=str(SCREENSHOTS / f"phone__navigation_contents_{width}.png"))
+        else:
+            shown = page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS)
+            menu.click()
+            page.wait_for_timeout(700)
+            folded = page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS)
+            menu.click()
+            page.wait_for_timeout(700)
+            unfolded = page.evaluate(_ON_SCREEN_JS, CHAPTER_LINKS)
+            if shown < 5 or folded or unfolded != shown:
+                problems.append(
+                    f"☰ on the desktop: {shown} chapter links, {folded} after a click, {unfolded} after two"
+                )
+            if page.evaluate(_ON_SCREEN_JS, CONTENTS_LINKS) < 2:
+                problems.append("the page's contents are not in the right sidebar")
+    finally:
+        context.close()
+    assert not problems, f"{page_path} at {width} px:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("query", ["leverage", "polytope"])
+def test_search_ranks_the_glossary_first(browser, server, query):
+    """The site search (book/_ext/search_scorer.js): a glossary word finds its definition before any API entry."""
+    if not (HTML / "book" / "glossary.html").exists():
+        pytest.skip("no glossary in the build")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/search.html?q={query}", wait_until="load")
+        page.wait_for_selector("#search-results ul.search li", timeout=60_000)
+        page.wait_for_timeout(500)  # results are appended one by one
+        hrefs = page.eval_on_selector_all("#search-results ul.search li > a", "links => links.map(a => a.href)")
+    finally:
+        context.close()
+    assert hrefs, f"no search results for {query!r}"
+    assert "/book/glossary.html" in hrefs[0], f"first result for {query!r} is {hrefs[0]}, not the glossary"
+    # for a plain word the chapters that use it come before any API entry
+    api = [k for k, href in enumerate(hrefs) if "/book/api" in href]
+    chapters = [k for k, href in enumerate(hrefs) if re.search(r"/book/\d\d_", href)]
+    if api and chapters:
+        assert chapters[0] < api[0], f"for {query!r} {hrefs[api[0]]} ranks above every chapter"

@@ -37,8 +37,13 @@ __all__ = [
     "bound_rows",
     "compared_rows",
     "polish_steps",
+    "LAYER_PASSAGES",
+    "LAYER_ROWS",
+    "LayerPlan",
+    "layer_plan",
     "nearest_rows",
     "attribution_sample",
+    "ATTRIBUTION_PAIRS",
     "mixing_plan",
     "LONG_INPUTS",
     "long_inputs",
@@ -53,19 +58,26 @@ __all__ = [
 
 # chapter 3: the LP ranges of every row up to this many tokens, else this many evenly spaced rows
 ALL_ROWS_UP_TO, LONG_INPUT_ROWS = 100, 6
+# chapter 3: every head of the chosen layer on this many passages (the sample a verdict needs), each cut to
+# 2 d_v tokens, with the LP ranges of this many queries per head on the bundled encoder (d_v = 32)
+LAYER_PASSAGES, LAYER_ROWS = 10, 2
 # chapter 3: the keys search polishes with Gauss-Newton while its dense Jacobian has at most this many entries
 POLISH_JACOBIAN_ENTRIES = 4_000_000
 # chapter 4: one pair of linear programs per row for the nearest distribution, at most this many rows per head
 NEAREST_ROWS = 48
 # chapter 9: the interventions run on at most this many passages, each cut to 1.5 d_v tokens (``prompt_length``);
-# the edits of one layer at a time (L times as many forward passes) on every second of them
-INTERVENTION_PASSAGES = 16
+# the edits of one layer at a time (L times as many forward passes) on every second of them: 10, the sample a
+# verdict needs
+INTERVENTION_PASSAGES = 20
 # chapter 4: the encoder's interventions (a forward pass per edit and text) on this many texts longer than d_v
 EMBEDDING_EDIT_TEXTS = 24
-# chapter 7: effective attention against HTA also on this many passages cut to 2 d_v tokens (bundled encoder)
-LONG_INPUTS = 8
+# chapter 7: effective attention against HTA also on this many passages cut to 2 d_v tokens (bundled encoder);
+# at least 10, the sample a verdict needs
+LONG_INPUTS = 12
 # chapter 6: HTA's cost grows with n^2, so the corpus sample keeps pairs of at most this many tokens
 ATTRIBUTION_MAX_TOKENS = 48
+# chapter 6: the corpus sample on the bundled encoder (the issue asks HTA tables on at least 20 sequences)
+ATTRIBUTION_PAIRS = 24
 
 
 class SweepCorpus(NamedTuple):
@@ -131,6 +143,26 @@ def compared_rows(n: int, query: int) -> list[int]:
     return [0, query, n - 1] if n <= ALL_ROWS_UP_TO else [query]
 
 
+class LayerPlan(NamedTuple):
+    """Chapter 3's study of every head of a layer: the first ``passages`` passages long enough, cut to
+    ``length`` tokens; ``rows``, the queries whose weights are bounded in every head (0-based)."""
+
+    passages: int
+    length: int
+    rows: list[int]
+
+
+def layer_plan(d_v: int) -> LayerPlan:
+    """Chapter 3's layer study: ``LAYER_PASSAGES`` passages cut to 2 d_v tokens (a constrained null space of
+    d_v - 1 dimensions per row). The LP ranges cost about n^3 per row and two per weight (the head's and the
+    random control's): ``LAYER_ROWS`` queries per head at d_v = 32, fewer in proportion to (d_v / 32)^3, at
+    least 1 (BERT-Base: 1), evenly spaced inside the input, away from its first and last token."""
+    length = 2 * check_count(d_v, "d_v")
+    count = max(1, round(LAYER_ROWS * (32 / d_v) ** 3))
+    rows = sorted({round((k + 0.5) * length / count - 0.5) for k in range(count)})
+    return LayerPlan(LAYER_PASSAGES, length, rows)
+
+
 def polish_steps(n: int, rank: int, d_v: int, steps: int = 10) -> int:
     """Chapter 3's keys search: ``steps`` Gauss-Newton polish steps while the dense Jacobian,
     (n rank) x (2 n d_v) entries, stays within ``POLISH_JACOBIAN_ENTRIES``; none beyond it."""
@@ -145,10 +177,11 @@ def nearest_rows(n: int) -> torch.Tensor:
 
 def attribution_sample(model: PreTrainedModel, tokenizer, pairs: Sequence, seed: int = 0) -> list:
     """Chapter 6's corpus: a seeded sample of the pairs of at most ``ATTRIBUTION_MAX_TOKENS`` tokens. The HTA
-    estimate costs about samples L n^2 d^2 per pair: 12 pairs while L d^2 stays within 10^6 (the bundled
-    encoder), fewer in proportion beyond it, never fewer than 3 (BERT-Base: 3)."""
+    estimate costs about samples L n^2 d^2 per pair: ``ATTRIBUTION_PAIRS`` (24) pairs while L d^2 stays within
+    10^6 (the bundled encoder), fewer in proportion beyond it, never fewer than 10, the sample a verdict needs
+    (BERT-Base: 10)."""
     layers, d = layers_and_width(model)
-    count = max(3, min(12, round(12 * 1e6 / (layers * d**2))))
+    count = max(10, min(ATTRIBUTION_PAIRS, round(ATTRIBUTION_PAIRS * 1e6 / (layers * d**2))))
     short = [p for p in pairs if len(tokenizer(p.text_a, p.text_b)["input_ids"]) <= ATTRIBUTION_MAX_TOKENS]
     return random.Random(seed).sample(short, count)
 

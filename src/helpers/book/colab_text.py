@@ -2,17 +2,21 @@
 
 Colab renders neither MyST roles nor directives. ``markdown_text`` rewrites one markdown cell's
 roles: ``{glue:text}`` becomes the glued value written in (formatted as myst-nb formats it),
-``{doc}`` and ``{numref}`` links to the online pages, ``{py:func}`` and its kin code text linking
-to the API page, ``{cite}`` / ``{cite:t}`` author-year text linking to the references page, and a
-repository-only command (``make bench``) or path (``benchmarks/bench_mixing.py``) a link to the
-repository at the edition's commit. ``exercise_cells`` rewrites the exercise and solution directives
-of a whole notebook, since a solution may span cells. Both raise ``ValueError`` on markup they do
-not know, so nothing unrendered reaches Colab.
+``{doc}`` and ``{numref}`` links to the online pages, ``{term}`` a link to the term on the glossary
+page, ``{py:func}`` and its kin code text linking to the API page of the object's floor
+(``book/api/methods.html``), ``{cite}`` / ``{cite:t}`` author-year text linking to the references
+page, and a repository-only command (``make bench``) or path (``benchmarks/bench_mixing.py``) a link
+to the repository at the edition's commit. ``exercise_cells`` rewrites the directives of a whole
+notebook, since a solution may span cells: exercises and solutions, admonitions, and a ``{figure}`` of
+a drawing in ``book/diagrams/``, shown from the repository at the edition's commit and captioned with
+its number. Both raise ``ValueError`` on markup they do not know, so nothing unrendered reaches Colab.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
+import unicodedata
 from ast import literal_eval
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +26,16 @@ __all__ = [
     "Reference",
     "NumberedLabel",
     "BookLinks",
+    "DIAGRAMS",
+    "GLOSSARY",
+    "API_FLOORS",
     "glue_text",
     "escape_markdown",
     "cite_text",
+    "term_anchor",
+    "glossary_anchors",
+    "api_page",
+    "figure_names",
     "markdown_text",
     "exercise_cells",
 ]
@@ -37,6 +48,12 @@ EXPLICIT = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^<>]+)>$")
 REPOSITORY_ONLY = re.compile(r"(?<!\[)`(?P<item>make [\w-]+|(?:benchmarks|tests|src|docs)/[\w./-]*)`(?!\])")
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$|])")
 ADMONITIONS = ("note", "tip", "important", "warning", "caution", "attention", "hint", "seealso")
+DIAGRAMS = "book/diagrams"
+"""The drawings of the book: the only figures of a markdown cell that an edition shows."""
+GLOSSARY = "book/glossary"
+"""The glossary page (its ``{glossary}`` terms are what a ``{term}`` role names)."""
+API_FLOORS = ("model", "methods", "drivers", "book")
+"""The floors of the helpers, one API page each: ``helpers.<floor>.x`` is on ``book/api/<floor>``."""
 
 
 class Reference(NamedTuple):
@@ -60,9 +77,11 @@ class BookLinks:
     """What the edition's prose links to: the online book, the repository at a commit, and what it names.
 
     ``url`` is the online book (ending in ``/``); ``repository`` the repository's URL; ``revision`` the
-    commit the edition pins (``helpers.book.colab.helpers_revision``); ``titles`` each page's title by docname;
-    ``labels`` each exercise's and figure's label, with its place and number; ``references`` each bibliography key's
-    author-year; ``root`` the repository checkout (a repository path the prose names must exist there).
+    commit the edition pins (``helpers.book.colab_install.helpers_revision``); ``titles`` each page's title by
+    docname; ``labels`` each exercise's and figure's label, with its place and number; ``references`` each
+    bibliography key's author-year; ``glossary`` each glossary term, lowercased, with its anchor on the glossary
+    page (:func:`glossary_anchors`); ``root`` the repository checkout (a repository path the prose names must
+    exist there).
     """
 
     url: str
@@ -71,6 +90,7 @@ class BookLinks:
     titles: dict[str, str] = field(default_factory=dict)
     labels: dict[str, NumberedLabel] = field(default_factory=dict)
     references: dict[str, Reference] = field(default_factory=dict)
+    glossary: dict[str, str] = field(default_factory=dict)
     root: Path | None = None
 
     def page(self, docname: str, anchor: str = "") -> str:
@@ -81,6 +101,11 @@ class BookLinks:
         """The repository's file (or folder, ending in ``/``) ``path`` at the edition's commit."""
         kind = "tree" if path.endswith("/") else "blob"
         return f"{self.repository}/{kind}/{self.revision}/{path.rstrip('/')}"
+
+    def image(self, path: str) -> str:
+        """The online book's copy of the drawing ``path`` (Sphinx copies a figure's file to ``_images/``
+        under its own name). GitHub's raw address would serve an SVG as plain text, which Colab does not show."""
+        return f"{self.url}_images/{path.rsplit('/', 1)[-1]}"
 
 
 def glue_text(raw: str, spec: str = "") -> str:
@@ -125,6 +150,43 @@ def cite_text(keys: str, textual: bool, links: BookLinks) -> str:
     return f"[{text if textual else f'({text})'}]({links.page('book/references')})"
 
 
+def term_anchor(term: str) -> str:
+    """The anchor Sphinx gives a glossary term on its page (``sphinx.util.nodes.make_id`` with the prefix
+    "term"): "term-" and the term in ASCII, each run of characters other than letters, digits, "." and "_"
+    one hyphen, the case kept ("Haar measure" -> "term-Haar-measure")."""
+    text = unicodedata.normalize("NFKD", "term-" + " ".join(term.split())).encode("ascii", "ignore").decode("ascii")
+    anchor = re.sub(r"^[-0-9._]+|-+$", "", re.sub(r"[^a-zA-Z0-9._]+", "-", text))
+    if anchor == "term":
+        raise ValueError(f"the glossary term {term!r} gives no anchor of its own (Sphinx would number it)")
+    return anchor
+
+
+def glossary_anchors(text: str) -> dict[str, str]:
+    """Each term of the ``{glossary}`` blocks of a page (``book/glossary.md``), lowercased as a ``{term}`` role
+    finds it, with its anchor (:func:`term_anchor`). A term is a line of the block that is not indented
+    ("term : classifier" names "term"); its definition is indented under it."""
+    anchors: dict[str, str] = {}
+    for block in _blocks(text):
+        if block.name != "glossary":
+            continue
+        for line in block.body.split("\n"):
+            if not line.strip() or line[0].isspace() or line.startswith(".."):
+                continue
+            term = re.split(r" +: +", line.strip(), maxsplit=1)[0]
+            key, anchor = " ".join(term.split()).lower(), term_anchor(term)
+            if key in anchors or anchor in anchors.values():
+                raise ValueError(f"the glossary has the term {term!r} twice (or its anchor {anchor!r})")
+            anchors[key] = anchor
+    return anchors
+
+
+def api_page(target: str) -> str:
+    """The API page that documents ``target``: ``book/api/<floor>`` for ``helpers.<floor>.x`` (one page per
+    floor, ``API_FLOORS``), else the quickstart page ``book/api`` (the package ``helpers`` itself)."""
+    parts = target.split(".")
+    return f"book/api/{parts[1]}" if len(parts) > 1 and parts[0] == "helpers" and parts[1] in API_FLOORS else "book/api"
+
+
 def _split_target(content: str) -> tuple[str | None, str]:
     """A role's explicit title and its target: ``title <target>`` or just ``target``."""
     match = EXPLICIT.match(content.strip())
@@ -140,7 +202,7 @@ def _api_link(kind: str, content: str, links: BookLinks) -> str:
         if kind in ("func", "meth"):
             title += "()"
     anchor = f"module-{target}" if kind == "mod" else target
-    return f"[`{title}`]({links.page('book/api', anchor)})"
+    return f"[`{title}`]({links.page(api_page(target), anchor)})"
 
 
 def _docname(target: str, docname: str) -> str:
@@ -170,6 +232,12 @@ def _role(name: str, content: str, links: BookLinks, docname: str, glue: dict[st
         where, number, kind = links.labels[label]
         text = (title or f"{kind} %s").replace("%s", number).replace("{number}", number)
         return f"[{text}]({links.page(where, label)})"
+    if name == "term":
+        title, target = _split_target(content)
+        key = " ".join(target.split()).lower()
+        if key not in links.glossary:
+            raise ValueError(f"{docname}: {{term}} names {target!r}, which is no term of the glossary")
+        return f"[{title or target}]({links.page(GLOSSARY, links.glossary[key])})"
     if name in ("cite", "cite:p", "cite:t"):
         return cite_text(content, name == "cite:t", links)
     if name.startswith("py:"):
@@ -235,6 +303,40 @@ def _blocks(text: str) -> list[_Block]:
     return blocks + [_Block("text", "", {}, "\n".join(plain))]
 
 
+def figure_names(text: str, docname: str = "") -> list[str]:
+    """The labels (``:name:``) of the ``{figure}`` blocks of a markdown cell, in order.
+
+    Sphinx numbers a captioned figure (``numfig``), a block of a markdown cell and a code cell's figure in
+    one sequence; the edition numbers them by label, so a figure block needs a name and a caption.
+    """
+    names = []
+    for block in _blocks(text):
+        if block.name == "figure":
+            if not block.options.get("name") or not block.body.strip():
+                raise ValueError(
+                    f"{docname}: the figure {block.argument!r} needs a :name: and a caption to be numbered"
+                )
+            names.append(block.options["name"])
+    return names
+
+
+def _figure(block: _Block, links: BookLinks | None, docname: str) -> str:
+    """A ``{figure}`` of a drawing (``book/diagrams/x.svg``): the image from the repository at the edition's
+    commit, then "**Figure N.k.** caption" (the caption's roles are ``markdown_text``'s work)."""
+    if links is None:
+        raise ValueError("the directive {figure} has no Colab rendering without the book's links")
+    path = posixpath.normpath(_docname(block.argument.strip(), docname))
+    if not path.startswith(DIAGRAMS + "/"):
+        raise ValueError(f"{docname}: the figure {block.argument!r} is not a drawing of {DIAGRAMS}/")
+    if links.root is not None and not (links.root / path).is_file():
+        raise ValueError(f"{docname}: the figure {path!r} is not in the repository")
+    name = block.options.get("name", "")
+    if name not in links.labels:
+        raise ValueError(f"{docname}: the figure {path!r} has no :name: the book numbers")
+    alt = escape_markdown(" ".join(block.options.get("alt", "").split()))
+    return f"![{alt}]({links.image(path)})\n\n**Figure {links.labels[name].number}.** {block.body.strip()}"
+
+
 def _details(body: str, summary: str) -> str:
     return f"<details>\n<summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
@@ -268,13 +370,15 @@ def _solution_parts(text: str, number: str, shown: bool, following: int) -> list
     return parts
 
 
-def exercise_cells(cells: list, chapter: str | None) -> list:
+def exercise_cells(cells: list, chapter: str | None, links: BookLinks | None = None, docname: str = "") -> list:
     """The markdown cells of one notebook with their directives in plain Markdown (``cells`` changed in place).
 
     An exercise opens with "**Exercise N.k**" (``chapter`` "3" gives 3.1, 3.2, ... in order); its
     solution's text goes in ``<details><summary>Solution to Exercise N.k</summary>``, one block per
     markdown cell, and a cell after which the solution continues in code says so ("The next cell is
-    the solution's code."). Code cells stay code cells. Admonitions (``note``) become block quotes.
+    the solution's code."). Code cells stay code cells. Admonitions (``note``) become block quotes. A
+    ``{figure}`` of a drawing becomes its image and "**Figure N.k.** caption", numbered by ``links.labels``
+    (``docname``, the page, resolves its path; without ``links`` a figure is refused).
     """
     numbers: dict[str, str] = {}
     solution, shown = None, False  # the open solution's exercise number; whether its text has shown yet
@@ -302,6 +406,8 @@ def exercise_cells(cells: list, chapter: str | None) -> list:
                     buffer, solution = [], None
             elif block.name in ADMONITIONS:
                 (buffer if solution else parts).append(_admonition(block.name, block.body))
+            elif block.name == "figure":
+                (buffer if solution else parts).append(_figure(block, links, docname))
             elif block.name != "exercise-end":
                 raise ValueError(f"the directive {{{block.name}}} has no Colab rendering")
         if solution:

@@ -5,7 +5,9 @@ of one, a capture or a head's attention to ``(applies_to, note)``: "encoder", "d
 or "both", and what it does with the other kind. A function that does not apply
 refuses with a clear error; none returns a bidirectional answer for a causal head
 without saying so. The API page shows this table; ``tests/test_support.py`` runs every
-entry on a tiny random BERT and a tiny random Llama and checks it does what it says.
+entry on a tiny random BERT and a tiny random Llama and checks it does what it says, and
+``tests/test_capture_mpnet.py`` runs the encoder entries on a tiny MPNet (all-mpnet-base-v2's
+family): each runs, or, where its note says "BERT only" or "not yet MPNet", refuses it clearly.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "describe": ("both", "the architecture, causal or not"),
     "encode": ("both", "checks the tokenizer fits the model"),
     "tokens_of": ("both", "the tokenizer's own strings"),
-    "capture": ("both", "Internals.causal says which"),
+    "capture": ("both", "Internals.causal says which; MPNet's position bias in Internals.position_bias"),
     "effective_attention_of": ("both", "bidirectional for an encoder, row by row (causal) for a decoder"),
     "effective_attention": (
         "both",
@@ -31,9 +33,15 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "rank_sweep": ("both", "ranks of prefixes: what a causal row at that length sees"),
     "patch_attention": ("encoder", "BERT only; refuses other models"),
     "effective_attention_sweep": ("encoder", "refuses a decoder (one null space per row); see sink_sweep"),
-    "collect_hidden_tokens": ("both", "a decoder: single texts, one capture each; x = token embeddings"),
-    "probe_layers": ("both", "reads collect_hidden_tokens' output"),
-    "hidden_token_attribution": ("both", "BERT, and Llama / Qwen2 decoders (zero above the diagonal)"),
+    "collect_hidden_tokens": (
+        "both",
+        "a decoder: single texts, one capture each; x = token embeddings; not yet MPNet (refuses it)",
+    ),
+    "probe_layers": ("both", "reads collect_hidden_tokens' output (so not yet MPNet)"),
+    "hidden_token_attribution": (
+        "both",
+        "BERT and MPNet encoders, and Llama / Qwen2 decoders (zero above the diagonal)",
+    ),
     "attribute_examples": ("both", "a decoder: single texts (encode refuses a pair)"),
     "context_mixing": ("encoder", "BERT only"),
     "context_mixing_sweep": ("encoder", "BERT only"),

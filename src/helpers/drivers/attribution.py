@@ -57,12 +57,16 @@ def attribute_examples(
     return results
 
 
-def self_contribution_table(results: Sequence[Attribution], classes: Sequence[Sequence[str]] | None = None):
+def self_contribution_table(
+    results: Sequence[Attribution], classes: Sequence[Sequence[str]] | None = None, neighbours: bool = False
+):
     """One row per (example, layer, hidden token): ``example`` (index into ``results``), ``layer,
     relative_depth, position, self_contribution, own_is_largest``. A pandas DataFrame.
 
     ``classes``: optionally, per result, the n labels of ``helpers.methods.word_classes.word_classes_of``;
     they add a ``word_class`` column (the table ``word_classes.class_summary`` reads).
+    ``neighbours=True`` adds ``neighbour_contribution``: the mean c_ij of the inputs right next to
+    the hidden token, j = i - 1 and j = i + 1 (one of them at either end of the sequence).
     """
     import pandas as pd
 
@@ -85,6 +89,8 @@ def self_contribution_table(results: Sequence[Attribution], classes: Sequence[Se
                 "own_is_largest": largest.ravel(),
             }
         )
+        if neighbours:
+            frame["neighbour_contribution"] = neighbour_contribution(attribution).double().cpu().numpy().ravel()
         if classes is not None:
             labels = list(classes[index])
             if len(labels) != n:
@@ -274,18 +280,30 @@ def depth_spearman(frame: pd.DataFrame) -> pd.Series:
     return pd.Series(out, name="spearman").rename_axis(frame.index.name)
 
 
-def class_gap(
-    table: pd.DataFrame, other: str = "function", from_layer: int = 1, shuffle: bool = False, seed: int = 0
-) -> Estimate:
-    """How much more of their own input content words keep than ``other`` tokens, from ``from_layer`` on.
+def neighbour_contribution(attribution: Attribution) -> torch.Tensor:
+    """(L', n): per layer and hidden token i, the mean c_ij of its neighbours j = i - 1 and j = i + 1
+    (the one neighbour at either end); needs n >= 2."""
+    c = attribution.contributions  # (L', n, n)
+    n = c.shape[-1]
+    if n < 2:
+        raise ValueError("a hidden token has a neighbour only in a sequence of at least 2 tokens.")
+    rows = torch.arange(n)
+    left = torch.where(rows > 0, rows - 1, rows + 1)
+    right = torch.where(rows < n - 1, rows + 1, rows - 1)
+    return (c[:, rows, left] + c[:, rows, right]) / 2
 
-    The figure: over the layers >= ``from_layer``, the smallest gap between the median c_ii
-    of content tokens and that of ``other`` tokens, pooled over the examples; its 95%
-    interval resamples the examples (``helpers.bootstrap``). ``shuffle=True`` is its
-    permutation control: each example's word-class labels are shuffled among its own
-    tokens (seeded), so the class carries no information and the gap is chance.
-    table: ``self_contribution_table(results, classes=...)``.
-    """
+
+class ClassGap(NamedTuple):
+    """:func:`class_gap_paired`: the gap, the same with the labels shuffled, and their paired difference."""
+
+    gap: Estimate
+    shuffled: Estimate
+    difference: Estimate
+
+
+def _class_gap_data(table: pd.DataFrame, other: str, from_layer: int, seed: int):
+    """(codes, shuffled codes, values (m, k), groups): 1 content, 0 ``other``, -1 neither, per (example,
+    position) row; values the self-contributions of layers >= ``from_layer``."""
     missing = {"example", "layer", "position", "word_class", "self_contribution"} - set(table.columns)
     if missing:
         raise ValueError(
@@ -301,19 +319,57 @@ def class_gap(
         raise ValueError(f"no layer from {from_layer} on in the table.")
     labels = table.drop_duplicates(["example", "position"]).set_index(["example", "position"])["word_class"]
     labels = labels.reindex(wide.index)
-    if shuffle:
-        rng = np.random.default_rng(seed)
-        labels = labels.groupby(level="example", group_keys=False).transform(lambda s: rng.permutation(s.to_numpy()))
-    code = np.where(labels == "content", 1.0, np.where(labels == other, 0.0, -1.0))
-    data = np.column_stack([code, wide.to_numpy(dtype=float)])
+    rng = np.random.default_rng(seed)
+    shuffled = labels.groupby(level="example", group_keys=False).transform(lambda s: rng.permutation(s.to_numpy()))
 
-    def smallest_gap(rows: np.ndarray) -> float:
-        content, rest = rows[rows[:, 0] == 1.0, 1:], rows[rows[:, 0] == 0.0, 1:]
-        if len(content) == 0 or len(rest) == 0:
-            return float("nan")
-        return float(np.min(np.median(content, axis=0) - np.median(rest, axis=0)))
+    def code(classes) -> np.ndarray:
+        return np.where(classes == "content", 1.0, np.where(classes == other, 0.0, -1.0))
 
-    return bootstrap(data, smallest_gap, groups=wide.index.get_level_values("example").to_numpy())
+    groups = wide.index.get_level_values("example").to_numpy()
+    return code(labels), code(shuffled), wide.to_numpy(dtype=float), groups
+
+
+def _smallest_gap(rows: np.ndarray) -> float:
+    """rows (m, 1 + k): a class code, then k layers' values: the smallest over the layers of the median of
+    content rows less the median of ``other`` rows."""
+    content, rest = rows[rows[:, 0] == 1.0, 1:], rows[rows[:, 0] == 0.0, 1:]
+    if len(content) == 0 or len(rest) == 0:
+        return float("nan")
+    return float(np.min(np.median(content, axis=0) - np.median(rest, axis=0)))
+
+
+def class_gap(
+    table: pd.DataFrame, other: str = "function", from_layer: int = 1, shuffle: bool = False, seed: int = 0
+) -> Estimate:
+    """How much more of their own input content words keep than ``other`` tokens, from ``from_layer`` on.
+
+    The figure: over the layers >= ``from_layer``, the smallest gap between the median c_ii
+    of content tokens and that of ``other`` tokens, pooled over the examples; its 95%
+    interval resamples the examples (``helpers.bootstrap``). ``shuffle=True`` is its
+    permutation control: each example's word-class labels are shuffled among its own
+    tokens (seeded), so the class carries no information and the gap is chance.
+    table: ``self_contribution_table(results, classes=...)``.
+    """
+    real, shuffled, values, groups = _class_gap_data(table, other, from_layer, seed)
+    code = shuffled if shuffle else real
+    return bootstrap(np.column_stack([code, values]), _smallest_gap, groups=groups)
+
+
+def class_gap_paired(table: pd.DataFrame, other: str = "function", from_layer: int = 1, seed: int = 0) -> ClassGap:
+    """:func:`class_gap` with the real labels and with the shuffled ones, on the same tokens, and the
+    interval of their difference (real less shuffled) from resampling the examples together: the same
+    draws as the two marginal intervals (one seed), so each example's tokens enter both sides at once."""
+    real, shuffled, values, groups = _class_gap_data(table, other, from_layer, seed)
+    data = np.column_stack([real, shuffled, values])
+
+    def difference(rows: np.ndarray) -> float:
+        return _smallest_gap(np.delete(rows, 1, axis=1)) - _smallest_gap(rows[:, 1:])
+
+    return ClassGap(
+        bootstrap(np.column_stack([real, values]), _smallest_gap, groups=groups),
+        bootstrap(np.column_stack([shuffled, values]), _smallest_gap, groups=groups),
+        bootstrap(data, difference, groups=groups),
+    )
 
 
 def cls_sources_by_example(results: Sequence[Attribution]) -> pd.DataFrame:

@@ -9,6 +9,9 @@ import pandas as pd
 import torch
 from transformers import PreTrainedModel
 
+from ..methods.hidden_tokens import HiddenTokens
+from ..methods.logit_lens import lens_hits
+from ..methods.probes import NeighbourRows
 from ..methods.sink import (
     drain_split,
     effective_and_leverage,
@@ -18,7 +21,7 @@ from ..methods.sink import (
     value_norm_ratio,
 )
 from ..model.capture import capture
-from ..model.numbering import head_number, layer_number
+from ..model.numbering import head_number, hidden_state_index, layer_number
 from ..model.progress import progress_bar
 from ..model.text import encode, first_tokens
 
@@ -243,3 +246,49 @@ def sink_positions(
             )
             frames.append(frame)
     return pd.concat(frames, ignore_index=True)
+
+
+def logit_lens(model: PreTrainedModel):
+    """The model's own readout, (M, d) hidden tokens -> (M, V) logits: its final norm, then its output head.
+
+    For a causal language model with an output head (``LlamaForCausalLM``, ``GPT2LMHeadModel``); the final
+    norm is found as the base model's ``norm``, ``ln_f`` or ``final_layer_norm``. Hidden tokens go to the
+    head's device and dtype; the logits come back as float32 on the CPU.
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    base = getattr(model, "base_model", model)
+    norm = next((getattr(base, name) for name in ("norm", "ln_f", "final_layer_norm") if hasattr(base, name)), None)
+    if head is None or norm is None:
+        raise ValueError(
+            f"The logit lens needs a causal language model with its final norm and output head; "
+            f"{type(model).__name__} has {'no output head' if head is None else 'no final norm found'}."
+        )
+    weight = head.weight
+
+    @torch.no_grad()
+    def readout(hidden: torch.Tensor) -> torch.Tensor:
+        return head(norm(hidden.to(weight.device, weight.dtype))).float().cpu()
+
+    return readout
+
+
+def lens_identifiability(
+    model: PreTrainedModel, tokens: HiddenTokens, hidden_state: int, offset: int = 1, among: str = "sequence"
+) -> NeighbourRows:
+    """Per token of ``tokens`` (collected with ``helpers.collect_hidden_tokens``): does the logit lens at
+    ``hidden_state`` (0..L, block l's output before the final norm) name ``x_{i + offset}``?
+
+    Returns ``sources`` (M,) rows of ``tokens`` and ``targets`` (M,) bool; see
+    :func:`helpers.methods.logit_lens.lens_hits` for ``among``. At the last hidden state with ``offset=1``
+    and ``among="vocabulary"`` this is the model's own top-1 next-token accuracy.
+    """
+    state = hidden_state_index(hidden_state, tokens.num_layers)
+    return lens_hits(
+        logit_lens(model),
+        tokens.hidden[state],
+        tokens.input_ids,
+        tokens.sequence,
+        tokens.position,
+        offset=offset,
+        among=among,
+    )

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from ..methods import distributions
-from ..methods.effective import effective_attention_and_rank, leverage
+from ..methods.effective import effective_attention_and_rank, leverage, random_column_space_attention
 from ..methods.linalg import DEFAULT_RTOL, numerical_rank, pearson
 from ..methods.tokens import attention_to, token_classes
 from ..model.capture import capture
@@ -27,6 +27,8 @@ def effective_attention_sweep(
     examples: Sequence,
     rtol: float = DEFAULT_RTOL,
     progress: bool = True,
+    random_control: bool = True,
+    seed: int = 0,
 ):
     """Effective attention over a corpus: one row per (example, layer, head).
 
@@ -36,13 +38,19 @@ def effective_attention_sweep(
             ``(text, text_pair)`` tuples.
         rtol: rank tolerance, relative to the largest singular value.
         progress: show a progress bar (``helpers.model.progress``).
+        random_control: also project A onto a random column space of each head's rank
+            (``helpers.methods.effective.random_column_space_attention``; one draw per text,
+            head and layer, the generator seeded with ``seed`` + the text's index).
 
     Raises:
         UnsupportedModelError: a causal model (a decoder), whose rows each have their own null space.
 
     Returns:
         A pandas DataFrame with columns ``example`` (``Example.id``; the index for a plain
-        string), ``source, n, layer, head, rank, null_dim, correlation`` (Pearson, raw vs effective) and, for each token
+        string), ``source, n, layer, head, rank, null_dim, correlation`` (Pearson, raw vs effective),
+        ``kept`` (``||A_eff||^2 / ||A||^2``, Frobenius), with ``random_control`` also
+        ``correlation_random`` and ``kept_random`` (the same for A projected onto a random column
+        space of the head's rank: what dimension counting alone gives) and, for each token
         class ``c`` of ``helpers.methods.tokens.token_classes``, ``raw_c`` and ``effective_c``
         (``helpers.methods.tokens.attention_to``), ``own_c`` (the part of the raw weight on c that
         stays on c, ``a_ij P_jj``: ``effective_c - own_c`` is what the projection moves onto c
@@ -68,11 +76,18 @@ def effective_attention_sweep(
         if full_row_rank is None:
             full_row_rank = numerical_rank(internals.H.mT, rtol) == internals.H.shape[-2]
         split, rank = effective_attention_and_rank(A, None, internals.V, internals.H, rtol, full_row_rank)
+        squared = A.double().pow(2).sum(dim=(-2, -1))
         columns = {
             "rank": rank,
             "null_dim": internals.n - rank,
             "correlation": pearson(A, split.effective),
+            "kept": split.effective.double().pow(2).sum(dim=(-2, -1)) / squared,
         }
+        if random_control:
+            generator = torch.Generator().manual_seed(int(seed) + index)
+            chance = random_column_space_attention(A, rank, generator)
+            columns["correlation_random"] = pearson(A, chance)
+            columns["kept_random"] = chance.pow(2).sum(dim=(-2, -1)) / squared
         masks = token_classes(tokens_of(tokenizer, encoding), tokenizer.cls_token, tokenizer.sep_token)
         values = internals.V if bool(full_row_rank.all()) else internals.V @ internals.H
         diagonal = leverage(values, rtol)  # (L, h, n): P_jj, LN(T) = LN(V) where H has full row rank

@@ -6,8 +6,9 @@ Offline, the book fine-tunes its own model on its own paraphrase pairs:
 * ``split_pairs``: a seeded held-out split, whole pairs on either side;
 * ``fine_tune``: a copy of the encoder plus a linear head on the last hidden
   state of [CLS], trained with AdamW and cross-entropy, seeded (the order of
-  the batches, the head's initial weights and dropout); the caller's model is
-  never changed;
+  the batches, the head's initial weights and dropout); with ``validation``
+  pairs it keeps the epoch that scores best on them (a held-out stopping
+  rule); the caller's model is never changed;
 * ``accuracy`` and ``majority_baseline``: the held-out accuracy and what
   always answering the training set's most frequent label scores.
 
@@ -18,6 +19,7 @@ other helper (``capture``, ``hidden_token_attribution`` ...) takes it as it is.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +30,6 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from ..methods.captured import effective_attention_of
 from ..methods.effective import effective_attention_and_rank
 from ..methods.intervals import bootstrap
 from ..methods.linalg import DEFAULT_RTOL
@@ -50,6 +51,7 @@ __all__ = [
     "predict",
     "accuracy",
     "majority_baseline",
+    "shuffled_labels",
     "sink_attention_table",
     "sink_attention_by_example",
     "naive_identifiability_by_example",
@@ -75,11 +77,15 @@ class PairClassifier(nn.Module):
 @dataclass
 class FineTuned:
     """The result of ``fine_tune``: the classifier (its ``encoder`` is the fine-tuned model,
-    in eval mode) and the training loss of every step (``history``: epoch, step, loss)."""
+    in eval mode), the training loss of every step (``history``: epoch, step, loss) and, with
+    validation pairs, their accuracy and loss after every epoch (``validation``: epoch, accuracy,
+    loss) and the epoch whose weights were kept (``best_epoch``; without validation, the last)."""
 
     classifier: PairClassifier
     history: pd.DataFrame
     labels: tuple[int, ...]
+    validation: pd.DataFrame | None = None
+    best_epoch: int | None = None
 
     @property
     def model(self) -> PreTrainedModel:
@@ -117,6 +123,14 @@ def split_pairs(examples: Sequence, test_fraction: float = 0.25, seed: int = 0) 
     test = sorted(order[:size])
     train = sorted(order[size:])
     return Split([examples[i] for i in train], [examples[i] for i in test])
+
+
+def shuffled_labels(examples: Sequence, seed: int = 0) -> list:
+    """The same pairs with their labels permuted (seeded): a control that trains by the same steps
+    on a task with nothing to learn. Returns new Example records, the label counts unchanged."""
+    examples = _check_examples(examples, "examples")
+    order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [dataclasses.replace(e, label=examples[i].label) for e, i in zip(examples, order, strict=True)]
 
 
 def _batch(tokenizer, examples: Sequence, device) -> dict[str, torch.Tensor]:
@@ -159,6 +173,8 @@ def fine_tune(
     weight_decay: float = 0.01,
     seed: int = 0,
     progress: bool = True,
+    validation: Sequence | None = None,
+    warmup: float = 0.0,
 ) -> FineTuned:
     """Fine-tune a copy of ``model`` with a classification head on [CLS] over ``train`` pairs.
 
@@ -169,12 +185,17 @@ def fine_tune(
         epochs, batch_size: passes over ``train`` and pairs per step; each epoch shuffles the
             pairs (seeded) and groups pairs of similar length into a batch, so little is padded.
         learning_rate, weight_decay: AdamW's, with the rate decaying linearly to 0.
+        warmup: the share of the steps over which the rate first rises linearly from 0.
         seed: seeds the head's initial weights, the batch order and dropout; the same
             seed on the same machine and thread count gives bit-identical weights.
         progress: a progress bar over steps.
+        validation: held-out pairs (never the test pairs): after every epoch their accuracy and
+            loss are measured, and the weights of the epoch with the best accuracy (ties: the
+            lower loss, then the earlier epoch) are the ones returned.
 
     Returns:
-        ``FineTuned``: the classifier (encoder in eval mode) and the loss per step.
+        ``FineTuned``: the classifier (encoder in eval mode), the loss per step and, with
+        ``validation``, the per-epoch validation table and the epoch kept.
     """
     check_supported(model)
     train = _check_examples(train, "train")
@@ -184,6 +205,10 @@ def fine_tune(
         raise ValueError(f"learning_rate must be positive; got {learning_rate}.")
     if weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0; got {weight_decay}.")
+    if not 0 <= warmup < 1:
+        raise ValueError(f"warmup must be in [0, 1); got {warmup}.")
+    if validation is not None:
+        validation = _check_examples(validation, "validation")
     labels = tuple(sorted({int(e.label) for e in train}))
     if len(labels) < 2:
         raise ValueError(f"train holds only the label(s) {labels}: a classifier needs at least two.")
@@ -198,10 +223,13 @@ def fine_tune(
     steps_per_epoch = -(-len(train) // batch_size)
     total = epochs * steps_per_epoch
     optimiser = torch.optim.AdamW(classifier.parameters(), lr=learning_rate, weight_decay=weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda step: 1.0 - step / total)
+    warm = round(warmup * total)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda step: (step + 1) / (warm + 1) if step < warm else (total - step) / max(1, total - warm)
+    )
     loss_function = nn.CrossEntropyLoss()
     bar = step_bar(total, "fine-tuning", progress, unit="step")
-    rows = []
+    rows, scores, best = [], [], None
     classifier.train()
     try:
         for epoch in range(1, epochs + 1):
@@ -216,11 +244,38 @@ def fine_tune(
                 rows.append({"epoch": epoch, "step": len(rows) + 1, "loss": float(loss.detach())})
                 if bar is not None:
                     bar.update()
+            if validation is not None:
+                scores.append({"epoch": epoch, **_scores(classifier, tokenizer, validation, loss_function)})
+                key = (-scores[-1]["accuracy"], scores[-1]["loss"])
+                if best is None or key < best[0]:
+                    best = (key, epoch, {k: v.detach().clone() for k, v in classifier.state_dict().items()})
+                classifier.train()
     finally:
         if bar is not None:
             bar.close()
         classifier.eval()
-    return FineTuned(classifier, pd.DataFrame(rows), labels)
+    if best is not None:
+        classifier.load_state_dict(best[2])
+    table = pd.DataFrame(scores) if validation is not None else None
+    return FineTuned(classifier, pd.DataFrame(rows), labels, table, best[1] if best is not None else epochs)
+
+
+@torch.no_grad()
+def _scores(classifier: PairClassifier, tokenizer, examples: list, loss_function, batch_size: int = 32) -> dict:
+    """Accuracy and mean loss of ``examples`` (the classifier is put in eval mode)."""
+    classifier.eval()
+    device = next(classifier.parameters()).device
+    logits = torch.cat(
+        [
+            classifier(**_batch(tokenizer, examples[s : s + batch_size], device))
+            for s in range(0, len(examples), batch_size)
+        ]
+    )
+    targets = torch.tensor([int(e.label) for e in examples], device=device)
+    return {
+        "accuracy": float((logits.argmax(-1) == targets).double().mean()),
+        "loss": float(loss_function(logits, targets)),
+    }
 
 
 @torch.no_grad()
@@ -267,30 +322,13 @@ def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) 
     ``raw`` = mean over heads and queries of A[i, sink] (a share of 1) and
     ``effective`` = the same of A_eff. Returns ``layer, raw, effective, sink,
     sink_share``: the most common sink token and the share of examples whose sink it is.
+    The layer means of ``sink_attention_by_example``.
     """
-    examples = check_records(examples)
-    raw, effective, sinks = [], [], []
-    for index, example in enumerate(examples):
-        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
-        internals = capture(model, encoding)
-        sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-        mask = torch.zeros(internals.n, dtype=torch.bool, device=internals.A.device)
-        mask[sink] = True
-        split = effective_attention_of(internals)
-        raw.append(attention_to(internals.A, mask).mean(dim=-1))  # (L,)
-        effective.append(attention_to(split.effective, mask).mean(dim=-1))
-        sinks.append(tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])))
+    table = sink_attention_by_example(model, tokenizer, examples, progress=False)
+    sinks = table.groupby("example").sink.first().tolist()
     common = max(sorted(set(sinks)), key=sinks.count)
-    raw_mean, effective_mean = torch.stack(raw).mean(0), torch.stack(effective).mean(0)
-    return pd.DataFrame(
-        {
-            "layer": [layer_number(i) for i in range(len(raw_mean))],
-            "raw": raw_mean.double().cpu().numpy(),
-            "effective": effective_mean.double().cpu().numpy(),
-            "sink": common,
-            "sink_share": sinks.count(common) / len(sinks),
-        }
-    )
+    means = table.groupby("layer")[["raw", "effective"]].mean()
+    return means.reset_index().assign(sink=common, sink_share=sinks.count(common) / len(sinks))
 
 
 def sink_attention_by_example(

@@ -1,23 +1,27 @@
-"""Naive identifiability beside its position and word controls, per sequence (chapter 8).
+"""Naive identifiability beside its position and word controls, per sequence (chapter 8); maps over seeds (chapter 5).
 
 x = word piece + (position + segment) on an encoder, so the naive measure can find a token by its
 position alone, and copies of a word piece tie: ``naive_control_rates`` scores the paper's measure
 beside both parts of x as targets, on all tokens and on the tokens whose piece is unique.
+``seed_hits`` averages, token by token, what maps trained with different seeds identify, so that an
+interval over sequences of those averages holds the seeds' spread as well.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from transformers import PreTrainedModel
 
-from ..methods.probes import LOSSES, check_choice, nearest_in_sequence
+from ..methods.hidden_tokens import HiddenTokens
+from ..methods.probes import LOSSES, TokenMap, check_choice, nearest_in_sequence
 from ..model.corpus import check_records
-from .identifiability import collect_hidden_tokens, input_parts, unique_pieces
+from .identifiability import collect_hidden_tokens, identified, input_parts, unique_pieces
 
-__all__ = ["NAIVE_TARGETS", "naive_control_rates"]
+__all__ = ["NAIVE_TARGETS", "naive_control_rates", "seed_hits"]
 
 NAIVE_TARGETS = ("x", "position", "word")
 
@@ -66,3 +70,24 @@ def naive_control_rates(
                     )
                 )
     return pd.concat(rows, ignore_index=True)
+
+
+def seed_hits(
+    maps: Sequence[TokenMap],
+    tokens: HiddenTokens,
+    hidden_state: int | None = None,
+    distance: str | None = None,
+    same_piece: bool = False,
+) -> np.ndarray:
+    """(N,) per token, the share of ``maps`` (one per training seed) that identify it (``identified``).
+
+    The maps must be of one kind, loss and training hidden state; ``hidden_state`` (default: theirs),
+    ``distance`` and ``same_piece`` are passed to :func:`~helpers.drivers.identifiability.identified`.
+    Averaging over seeds before the bootstrap over sequences puts the seeds inside the interval.
+    """
+    if len(maps) == 0:
+        raise ValueError("No maps given: pass one fitted map per seed.")
+    if len({(m.kind, m.loss, m.hidden_state, m.offset) for m in maps}) != 1:
+        raise ValueError("The maps differ in kind, loss, hidden state or offset; give one map per seed of one fit.")
+    found = [identified(m, tokens, hidden_state, distance, same_piece).cpu().numpy() for m in maps]
+    return np.mean(found, axis=0)

@@ -13,7 +13,14 @@ from ..methods import mixing
 from ..methods.decomposition import NORM_MEASURES
 from ..methods.linalg import row_spearman, spearman
 from ..methods.linearised import linearise
-from ..methods.rollout import AGGREGATIONS, ROLLOUT_AGGREGATION, normalise_rows, positional_prior, rollout_label
+from ..methods.rollout import (
+    AGGREGATIONS,
+    ROLLOUT_AGGREGATION,
+    normalise_rows,
+    positional_prior,
+    rewrite_suffix,
+    rollout_label,
+)
 from ..model.capture import capture
 from ..model.checks import check_supported, float32_model
 from ..model.numbering import check_count, check_integer, check_seed
@@ -197,15 +204,38 @@ def example_agreement(sweep, kind: str = "global") -> pd.DataFrame:
     return table[sorted(table.columns, key=_measure_order)]
 
 
-def effective_change(sweep, measures: Sequence[str] = NORM_MEASURES) -> pd.DataFrame:
+def effective_change(sweep, measures: Sequence[str] = NORM_MEASURES, rewrite: bool | str = True) -> pd.DataFrame:
     """Per example (rows) and measure (columns): how much effective attention in place of A changes the
-    measure's rollout's median Spearman with HTA (effective less raw), averaged over layers."""
+    measure's rollout's median Spearman with HTA (effective less raw), averaged over layers.
+
+    ``rewrite``: another same-output rewrite of A (``"null_doubled"``, ``"null_random"``: the sweep's
+    ``measures`` must hold it, ``{"effective": rewrite}``) gives the same change for that rewrite.
+    """
     by_example = example_agreement(sweep)
-    missing = [m for m in measures if f"{m}+eff rollout" not in by_example or f"{m} rollout" not in by_example]
+    swapped = {m: rollout_label(m, None, rewrite) for m in measures}
+    missing = [m for m in measures if swapped[m] not in by_example or f"{m} rollout" not in by_example]
     if missing:
-        raise ValueError(f"The sweep lacks {missing} with and without effective attention.")
-    change = {m: by_example[f"{m}+eff rollout"] - by_example[f"{m} rollout"] for m in measures}
+        raise ValueError(f"The sweep lacks {missing} with and without {rewrite_suffix(rewrite) or 'raw'} attention.")
+    change = {m: by_example[swapped[m]] - by_example[f"{m} rollout"] for m in measures}
     return pd.DataFrame(change).groupby(level="example").mean()
+
+
+# the controls of effective attention: every norm measure on the two other same-output rewrites of A
+REWRITE_CONTROLS = tuple((m, {"effective": r}) for r in ("null_doubled", "null_random") for m in NORM_MEASURES)
+
+
+def without_rewrites(sweep: MixingSweep) -> MixingSweep:
+    """``sweep`` less the rows of the controls' rewrites of A (``REWRITE_CONTROLS``: "+2null", "+rnull"):
+    the measures as their authors define them, and effective attention."""
+    control = tuple(rewrite_suffix(r) for r in ("null_doubled", "null_random"))
+
+    def kept(frame: pd.DataFrame) -> pd.DataFrame:
+        if frame.empty:
+            return frame
+        first = frame["measure"].str.split(" ").str[0]
+        return frame[~first.str.endswith(control)].reset_index(drop=True)
+
+    return MixingSweep(kept(sweep.agreement), kept(sweep.loo), sweep.hta_options, sweep.local_samples)
 
 
 class PairPlan(NamedTuple):
@@ -270,7 +300,7 @@ def _measure_order(name: str) -> tuple[int, bool, bool, str]:
     then raw attention before effective, the authors' rollout order before the other."""
     measure = name.split(" ")[0].partition("+")[0]
     place = mixing.MEASURES.index(measure) if measure in mixing.MEASURES else len(mixing.MEASURES)
-    return place, "+eff" in name, "(" in name, name
+    return place, "+" in name.split(" ")[0], "(" in name, name
 
 
 @dataclass

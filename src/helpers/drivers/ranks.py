@@ -1,6 +1,7 @@
 """Rank sweeps: rank(V) and rank(T) of every head over prefixes of the corpus (chapter 2);
-each head's share of its layer's output over a corpus (chapter 1); one head's valid alternatives
-on several texts, their attainable ranges and how far its keys follow them (chapter 3).
+each head's share of its layer's output over a corpus (chapter 1); the valid alternatives of every
+head of a layer on several texts, their attainable ranges beside random constraints, and how far a
+head's keys follow them (chapter 3).
 
 Tables follow the book's numbering: ``layer`` 1..L, ``head`` 1..h; ``n`` is the sequence length.
 """
@@ -16,10 +17,25 @@ from transformers import BatchEncoding, PreTrainedModel
 from ..methods.heads import concentration, head_shares
 from ..methods.keys import producible_alternative
 from ..methods.linalg import DEFAULT_RTOL
-from ..methods.lp_bounds import FEASIBILITY_TOL, attention_bounds, extreme_alternative
-from ..methods.nullspace import check_matrices, null_direction, ranks_of, row_total_variation, step_range
+from ..methods.lp_bounds import attention_bounds, extreme_alternative
+from ..methods.nullspace import (
+    check_matrices,
+    null_direction,
+    random_values,
+    ranks_of,
+    row_total_variation,
+    step_range,
+)
 from ..model.capture import capture
-from ..model.numbering import check_count, check_integer, head_index, head_number, layer_index, layer_number
+from ..model.numbering import (
+    check_count,
+    check_integer,
+    check_seed,
+    head_index,
+    head_number,
+    layer_index,
+    layer_number,
+)
 from ..model.progress import progress_bar
 from ..model.text import check_single_sequence, prefix_encoding
 
@@ -127,105 +143,83 @@ def _head_of(model: PreTrainedModel, encodings, length: int, layer: int, head: i
         yield example, internals, li, hi
 
 
-def vertex_moves(
+def layer_alternatives(
     model: PreTrainedModel,
     encodings: Sequence[BatchEncoding],
     length: int,
     layer: int,
-    head: int,
+    rows: Sequence[int],
     seed: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """How far one head's least-overlapping valid alternative moves each row, beside two controls (chapter 3).
+    """Every head of one layer on several texts: the weights' ranges, beside random constraints (chapter 3).
 
-    For every encoding at least ``length`` tokens long, the model runs on its first
-    ``length`` tokens; in head ``head`` of layer ``layer`` (both from 1),
-    P = ``extreme_alternative(A, T, -A)`` (each row a vertex of the polytope of valid
-    rows with the same output, the one that overlaps least with A). Returns one row
-    per (encoding, query) with columns ``example``, ``n``, ``query`` and
+    For every encoding at least ``length`` tokens long, the model runs on its first ``length``
+    tokens; in every head of layer ``layer`` (from 1), for the queries ``rows`` (0-based):
 
-    * ``vertex_change``: max_j |p_ij - a_ij|, the largest change of a weight of the row;
-    * ``random_change``: the same along a random direction of LN([T, 1]) (seeded),
-      stepped as far as A stays non-negative (one step for the whole matrix);
-    * ``vertex_tv``: 0.5 ||p_i - a_i||_1, the share of the row's mass that P moves;
-    * ``vertex_zero``: the share of the row's weights that P sets to zero (at least
-      (n - rank([T, 1])) / n: a vertex has at most rank([T, 1]) non-zero weights);
-    * ``other_heads_tv``: the mean over the layer's other heads g of 0.5 ||a^g_i - a_i||_1,
-      how far the rows of two heads of the model lie apart (nan with one head).
+    * the attainable range [lower, upper] of each weight (``attention_bounds``);
+    * the same range with T replaced by random values of the same rank
+      (``nullspace.random_values``: LN([X, 1]) has the dimension of LN([T, 1]), a column
+      space drawn at random; seeded per text and head): the control of dimension counting;
+    * P = ``extreme_alternative(A, T, -A)``, the valid row that overlaps least with A.
+
+    Returns one row per (encoding, head, query, key) with columns ``example``, ``n``, ``head``
+    (1..h), ``query``, ``key``, ``weight`` (a_ij), ``lower``, ``upper``, ``random_lower``,
+    ``random_upper``, ``vertex`` (p_ij), and per (encoding, head, query): ``rank``
+    (rank([T, 1])), ``vertex_tv`` (0.5 ||p_i - a_i||_1), ``vertex_step`` (t_high of the
+    direction P - A on the queries ``rows``: 1 by construction), ``random_change`` (the
+    largest change of a weight of the row along a random direction of LN([T, 1]), stepped as
+    far as the rows stay non-negative) and ``other_heads_tv`` (the mean over the layer's other
+    heads g of 0.5 ||a^g_i - a_i||_1; nan with one head).
     """
-    rows = []
-    for example, internals, li, hi in progress_bar(
-        list(_head_of(model, encodings, length, layer, head)), "vertex moves", progress
-    ):
-        A, T = internals.A[li, hi].double(), internals.T[li, hi]
-        P = extreme_alternative(A, T, -A, progress=False)
-        D = null_direction(T, seed=seed)
-        low, high = step_range(A, D)
-        step = max(-low, high)
-        random_change = step * D.abs().amax(dim=1)
-        others = [g for g in range(internals.heads) if g != hi]
-        if others:
-            other_tv = row_total_variation(internals.A[li, others].double(), A[None]).mean(dim=0)
-        else:
-            other_tv = torch.full((A.shape[0],), float("nan"), dtype=torch.float64)
-        vertex_tv = row_total_variation(P, A)
-        vertex_change = (P - A).abs().amax(dim=1)
-        vertex_zero = (P <= FEASIBILITY_TOL).double().mean(dim=1)
-        for i in range(A.shape[0]):
-            rows.append(
-                {
-                    "example": example,
-                    "n": internals.n,
-                    "query": i,
-                    "vertex_change": float(vertex_change[i]),
-                    "random_change": float(random_change[i]),
-                    "vertex_tv": float(vertex_tv[i]),
-                    "vertex_zero": float(vertex_zero[i]),
-                    "other_heads_tv": float(other_tv[i]),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def range_table(
-    model: PreTrainedModel,
-    encodings: Sequence[BatchEncoding],
-    length: int,
-    layer: int,
-    head: int,
-    rows: int,
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Attainable ranges of one head's weights on several texts (chapter 3), ``rows`` evenly spaced queries each.
-
-    For every encoding at least ``length`` tokens long, the model runs on its first
-    ``length`` tokens and ``attention_bounds`` solves the rows
-    round(k (n - 1) / (rows - 1)), k = 0..rows-1 (all rows when rows >= n). Returns one
-    row per (encoding, query, key): ``example``, ``n``, ``query``, ``key``, ``weight``
-    (a_ij), ``lower`` and ``upper`` (the range of a_ij over the valid rows with the same output).
-    """
-    rows = check_count(rows, "rows (queries per text)")
+    seed = check_seed(seed)
     table = []
-    for example, internals, li, hi in progress_bar(
-        list(_head_of(model, encodings, length, layer, head)), "ranges", progress
+    for example, internals, li, _ in progress_bar(
+        list(_head_of(model, encodings, length, layer, None)), "layer alternatives", progress
     ):
-        n = internals.n
-        chosen = list(range(n)) if rows >= n else sorted({round(k * (n - 1) / max(rows - 1, 1)) for k in range(rows)})
-        A, T = internals.A[li, hi], internals.T[li, hi]
-        bounds = attention_bounds(A, T, rows=chosen, progress=False)
-        for i in chosen:
-            for j in range(n):
-                table.append(
-                    {
-                        "example": example,
-                        "n": n,
-                        "query": i,
-                        "key": j,
-                        "weight": float(A[i, j]),
-                        "lower": float(bounds.lower[i, j]),
-                        "upper": float(bounds.upper[i, j]),
-                    }
-                )
+        n, heads = internals.n, internals.heads
+        chosen = sorted({int(i) for i in rows})
+        if not chosen or chosen[0] < 0 or chosen[-1] >= n:
+            raise ValueError(f"rows must be queries in 0..{n - 1}; got {list(rows)}.")
+        for hi in range(heads):
+            A, T = internals.A[li, hi], internals.T[li, hi]
+            A64 = A.double()
+            bounds = attention_bounds(A, T, rows=chosen, progress=False)
+            X = random_values(T, seed=seed + example * heads + hi)
+            random = attention_bounds(A, X, rows=chosen, progress=False)
+            P = extreme_alternative(A, T, -A, progress=False, rows=chosen)
+            vertex_step = step_range(A64[chosen], (P - A64)[chosen]).t_high
+            D = null_direction(T, seed=seed + hi)[chosen]
+            low, high = step_range(A64[chosen], D)
+            random_change = max(-low, high) * D.abs().amax(dim=1)
+            others = [g for g in range(heads) if g != hi]
+            if others:
+                other_tv = row_total_variation(internals.A[li, others][:, chosen].double(), A64[chosen][None]).mean(0)
+            else:
+                other_tv = torch.full((len(chosen),), float("nan"), dtype=torch.float64)
+            vertex_tv = row_total_variation(P[chosen], A64[chosen])
+            for k, i in enumerate(chosen):
+                for j in range(n):
+                    table.append(
+                        {
+                            "example": example,
+                            "n": n,
+                            "head": head_number(hi),
+                            "query": i,
+                            "key": j,
+                            "weight": float(A64[i, j]),
+                            "lower": float(bounds.lower[i, j]),
+                            "upper": float(bounds.upper[i, j]),
+                            "random_lower": float(random.lower[i, j]),
+                            "random_upper": float(random.upper[i, j]),
+                            "vertex": float(P[i, j]),
+                            "rank": bounds.stats["m"],
+                            "vertex_tv": float(vertex_tv[k]),
+                            "vertex_step": float(vertex_step),
+                            "random_change": float(random_change[k]),
+                            "other_heads_tv": float(other_tv[k]),
+                        }
+                    )
     return pd.DataFrame(table)
 
 

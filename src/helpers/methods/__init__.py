@@ -12,7 +12,7 @@ A method never loads a model, runs a corpus or draws.
 * :mod:`~helpers.methods.distributions`: the distributions with a head's output nearest to
   effective attention (chapter 4, the critics).
 * :mod:`~helpers.methods.hidden_tokens`, :mod:`~helpers.methods.probes`: maps from hidden tokens back
-  to input tokens (chapter 5).
+  to input tokens (chapter 5); :mod:`~helpers.methods.probe_training`: their Adam training and stopping rule.
 * :mod:`~helpers.methods.jacobians`, :mod:`~helpers.methods.attribution`,
   :mod:`~helpers.methods.word_classes`: Hidden Token Attribution (chapter 6).
 * :mod:`~helpers.methods.decomposition`, :mod:`~helpers.methods.rollout`, :mod:`~helpers.methods.mixing`:
@@ -36,6 +36,7 @@ from . import (
     lp_bounds,
     mixing,
     nullspace,
+    probe_training,
     probes,
     reference,
     rollout,

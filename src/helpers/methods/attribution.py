@@ -27,7 +27,7 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import check_supported, check_tensor, float32_model
+from ..model.checks import LINEARISED_ENCODERS, check_supported, check_tensor, float32_model
 from ..model.numbering import check_count, check_integer, check_seed, layer_index
 from ..model.text import check_encoding
 from . import decoder_jacobians, jacobians, linearised, linearised_decoder
@@ -141,8 +141,8 @@ def hidden_token_attribution(
     """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
 
     Args:
-        model: a BERT encoder with eager attention, in eval mode (``load_model``), or a
-            Llama-family decoder (Llama, Qwen2; ``load_decoder``). For a decoder, x_j is token
+        model: a BERT encoder with eager attention, in eval mode (``load_model``), an MPNet
+            encoder (all-mpnet-base-v2: x_j is word + position), or a Llama-family decoder (Llama, Qwen2; ``load_decoder``). For a decoder, x_j is token
             j's embedding (positions enter through RoPE inside attention), layer l is block l's
             output before the final norm (as in ``capture``), and c^l_ij = 0 for j > i.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
@@ -166,11 +166,11 @@ def hidden_token_attribution(
             model takes, a padded or batched encoding, token ids the model cannot embed,
             layers out of range.
         TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
-        UnsupportedModelError: neither a BERT encoder with eager attention nor a Llama or Qwen2 decoder.
+        UnsupportedModelError: neither a BERT or MPNet encoder with eager attention nor a Llama or Qwen2 decoder.
     """
     decoder = getattr(getattr(model, "config", None), "model_type", None) in linearised_decoder.DECODER_FAMILIES
     if not decoder:
-        check_supported(model)
+        check_supported(model, LINEARISED_ENCODERS)  # BERT, or MPNet (its position bias is in the linearisation)
     options = check_attribution_options(
         model, estimator, samples, layer_numbers, seed, chunk_size=chunk_size, memory_mb=memory_mb, progress=progress
     )

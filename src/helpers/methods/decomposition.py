@@ -21,9 +21,11 @@ from ..model.internals import Internals
 from ..model.numbering import layer_index
 from .effective import effective_attention
 
-__all__ = ["NORM_MEASURES", "LayerDecomposition", "decompose_layer", "norm_scores"]
+__all__ = ["NORM_MEASURES", "REWRITES", "LayerDecomposition", "decompose_layer", "norm_scores", "rewrite_attention"]
 
 NORM_MEASURES = ("attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti")
+# the same-output rewrites of A a decomposition can read in place of A (``rewrite_attention``)
+REWRITES = ("effective", "null_doubled", "null_random")
 
 
 @dataclass
@@ -58,20 +60,49 @@ def _centre(v: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
+def rewrite_attention(A: torch.Tensor, V: torch.Tensor, H: torch.Tensor, rewrite: str, seed: int = 0) -> torch.Tensor:
+    """A same-output rewrite of one layer's attention: (h, n, n) -> (h, n, n), with the same ``A @ T``.
+
+    A: (h, n, n) attention; V: (h, n, d_v) values; H: (h, d_v, d) the heads' rows of W^O
+    (``T = V H``). With A_null = A (I - P), P the projector onto the column space of T:
+    ``"effective"``: A - A_null (chapter 4's effective attention); ``"null_doubled"``:
+    A + A_null, the mirror move of the same size; ``"null_random"``: A + R, where each row of
+    R is a Gaussian row (seeded) projected onto the left null space of T and scaled to the norm
+    of the same row of A_null, a random move of the same size. Each adds a matrix whose rows
+    lie in the left null space of T, so the head outputs, and every decomposition's sums, stay.
+    """
+    if rewrite not in REWRITES:
+        raise ValueError(f"rewrite must be one of {REWRITES}; got {rewrite!r}.")
+    split = effective_attention(A, V=V, H=H)
+    if rewrite == "effective":
+        return split.effective
+    if rewrite == "null_doubled":
+        return A + split.null
+    generator = torch.Generator().manual_seed(int(seed))
+    noise = torch.randn(A.shape, generator=generator, dtype=torch.float64).to(A)
+    random = effective_attention(noise, V=V, H=H).null  # rows in the left null space of T
+    size = split.null.norm(dim=-1, keepdim=True)
+    scale = torch.where(size > 0, size / random.norm(dim=-1, keepdim=True).clamp_min(1e-30), 0.0)
+    return A + random * scale
+
+
+@torch.no_grad()
 def decompose_layer(
-    model: PreTrainedModel, internals: Internals, layer: int, effective: bool = False
+    model: PreTrainedModel, internals: Internals, layer: int, effective: bool | str = False
 ) -> LayerDecomposition:
     """Split layer ``layer`` (1..L) into one vector per (hidden token i, input token j).
 
     With ``effective=True`` A is replaced by its effective part (``helpers.methods.effective``);
-    the sums are unchanged because A_eff T = A T.
+    the sums are unchanged because A_eff T = A T. A name of ``REWRITES`` replaces A by that
+    same-output rewrite (``rewrite_attention``; the random one seeded by the layer).
     """
     index = layer_index(layer, internals.num_layers)
     block = model.encoder.layer[index]
     E = internals.E[index]  # (n, d)
     A = internals.A[index]  # (h, n, n)
     if effective:
-        A = effective_attention(A, V=internals.V[index], H=internals.H[index]).effective
+        how = "effective" if effective is True else effective
+        A = rewrite_attention(A, internals.V[index], internals.H[index], how, seed=layer)
     n = E.shape[0]
     attention = torch.einsum("hij,hjd->ijd", A, internals.T[index])  # (n, n, d)
     z = attention.clone()

@@ -230,3 +230,34 @@ def kept_parts(A: torch.Tensor, T: torch.Tensor, rtol: float = DEFAULT_RTOL) -> 
     diagonal = torch.diagonal(P, dim1=-2, dim2=-1)  # (..., n)
     own = A * diagonal[..., None, :]
     return KeptParts(own, A @ P - own, diagonal)
+
+
+def random_column_space_attention(
+    A: torch.Tensor, rank: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """A projected onto a random column space of each head's rank: the control of dimension counting.
+
+    A: ``(..., n, n)``; rank: ``(...,)`` integers in [0, n], the rank ``r`` of each head's T.
+    Returns ``A Q Q^T`` in float64, ``(..., n, n)``, where the columns of ``Q`` (``(..., n, r)``)
+    are an orthonormal basis of an ``r``-dimensional subspace drawn uniformly at random (QR of a
+    Gaussian matrix; its first ``r`` columns span a uniform random ``r``-plane). It is what
+    effective attention would be if the column space of T carried no information about A:
+    it keeps ``r / n`` of ``||A||^2`` on average.
+    """
+    check_attention(A)
+    rank = torch.as_tensor(rank, device=A.device)
+    if rank.shape != A.shape[:-2]:
+        raise ValueError(f"rank must have the shape {tuple(A.shape[:-2])} of A's heads; got {tuple(rank.shape)}.")
+    n = A.shape[-1]
+    if bool((rank < 0).any()) or bool((rank > n).any()):
+        raise ValueError(f"every rank must lie in [0, n = {n}]; got {rank.min()} to {rank.max()}.")
+    k = int(rank.max()) if rank.numel() else 0
+    A = working_precision(A, "A").double()
+    if k == 0:
+        return torch.zeros_like(A)
+    # cpu: drawn with a CPU generator, so the same seed gives the same subspace on every device
+    gaussian = torch.randn((*A.shape[:-2], n, k), generator=generator, dtype=torch.float64)
+    basis, _ = torch.linalg.qr(gaussian.to(A.device))
+    keep = torch.arange(k, device=A.device) < rank[..., None]  # (..., k): the first r columns
+    basis = basis * keep[..., None, :]
+    return (A @ basis) @ basis.mT

@@ -5,6 +5,11 @@ segment + position, before the embedding LayerNorm) and keeps, for every layer,
 its weights in the row-vector convention (``y = x @ W``) and the activations a
 Jacobian-vector product needs: attention probabilities, LayerNorm statistics and
 the activation's slopes. ``helpers.methods.jacobians`` pushes tangents through it.
+
+MPNet (all-mpnet-base-v2) is a post-norm BERT layer with a relative-position bias P added to
+the scaled scores, ``A = softmax(Q K^T / sqrt(d_v) + P)``; its x is word + position embeddings.
+P depends on the length only, not on x, so it enters the primal A and no tangent: the tangent
+code is the same for both.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from ..model.capture_mpnet import mpnet_position_bias
+from ..model.internals import attention_parts
 
 __all__ = ["LinearisedBlock", "LinearisedBert", "linearise", "check_reproduces"]
 
@@ -92,8 +100,8 @@ def linearise(
     """Run the primal pass of a BERT encoder on raw embeddings and cache what the tangents need.
 
     Args:
-        model: a BertModel (``model.embeddings.LayerNorm`` and ``model.encoder.layer``).
-        x: ``(n, d)``, token + segment + position, before the embedding LayerNorm.
+        model: a BertModel or an MPNetModel (``model.embeddings.LayerNorm`` and ``model.encoder.layer``).
+        x: ``(n, d)``, token + segment + position (MPNet: word + position), before the embedding LayerNorm.
         reference: the model's own hidden states ``(L + 1, n, d)``; if given, the primal
             pass must reproduce them (a guard against a model variant this code does not
             implement).
@@ -117,16 +125,18 @@ def linearise(
     hidden = [E]
     blocks = []
     scaling = d_v**-0.5
-    for layer in model.encoder.layer:
+    # MPNet: P (h, n, n), added to every layer's scaled scores; BERT: none
+    bias = mpnet_position_bias(model, n).to(x) if getattr(config, "model_type", None) == "mpnet" else 0.0
+    for number, layer in enumerate(model.encoder.layer, start=1):
         _check_bert_layer(layer)
-        sa, out = layer.attention.self, layer.attention.output
-        W_qkv = torch.cat([sa.query.weight, sa.key.weight, sa.value.weight]).T  # (d, 3d)
-        b_qkv = torch.cat([sa.query.bias, sa.key.bias, sa.value.bias])
+        parts = attention_parts(model, number)
+        W_qkv = torch.cat([parts.query.weight, parts.key.weight, parts.value.weight]).T  # (d, 3d)
+        b_qkv = torch.cat([parts.query.bias, parts.key.bias, parts.value.bias])
         qkv = (E @ W_qkv + b_qkv).view(n, 3, heads, d_v).permute(1, 2, 0, 3)  # (3, h, n, d_v)
         Q, K, V = qkv[0], qkv[1], qkv[2]
-        A = torch.softmax(Q @ K.transpose(-1, -2) * scaling, dim=-1)
+        A = torch.softmax(Q @ K.transpose(-1, -2) * scaling + bias, dim=-1)
         heads_out = (A @ V).transpose(0, 1).reshape(n, d)
-        Y, xhat_1, scale_1 = _layer_norm(heads_out @ out.dense.weight.T + out.dense.bias + E, out.LayerNorm)
+        Y, xhat_1, scale_1 = _layer_norm(heads_out @ parts.output.weight.T + parts.output.bias + E, parts.norm)
         pre = layer.intermediate.dense(Y)
         act = layer.intermediate.intermediate_act_fn
         with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
@@ -138,7 +148,7 @@ def linearise(
         blocks.append(
             LinearisedBlock(
                 W_qkv_T=W_qkv.T.contiguous(),
-                W_o=out.dense.weight.T.contiguous(),
+                W_o=parts.output.weight.T.contiguous(),
                 W_1=layer.intermediate.dense.weight.T.contiguous(),
                 W_2=layer.output.dense.weight.T.contiguous(),
                 Q_T=(Q * scaling).transpose(1, 2).contiguous(),
@@ -157,7 +167,7 @@ def linearise(
         E = Z
         hidden.append(E)
     hidden_states = torch.stack(hidden)
-    check_reproduces(hidden_states, reference, atol, "the post-LayerNorm BERT encoder")
+    check_reproduces(hidden_states, reference, atol, "the post-LayerNorm BERT (or MPNet) encoder")
     return LinearisedBert(xhat_0, scale_0, blocks, hidden_states, heads)
 
 

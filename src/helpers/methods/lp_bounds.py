@@ -389,15 +389,21 @@ def attention_bounds(
 
 
 def extreme_alternative(
-    A: torch.Tensor, T: torch.Tensor, objective: torch.Tensor, rtol: float = DEFAULT_RTOL, progress: bool = True
+    A: torch.Tensor,
+    T: torch.Tensor,
+    objective: torch.Tensor,
+    rtol: float = DEFAULT_RTOL,
+    progress: bool = True,
+    rows: Sequence[int] | None = None,
 ) -> torch.Tensor:
     """For each row i, a valid distribution with the same output that maximises ``objective[i] . p``.
 
     A: (n, n) attention probabilities; T: (n, d); objective: (n, n), row i
     scores the keys for query i (``-A`` asks for the alternative least like
-    A). One HiGHS LP per row. Returns P: (n, n) float64 whose rows are
-    vertices of the polytopes P_i, so ``P - A`` has every row in LN([T, 1])
-    and ``A + t (P - A)`` is valid for every t in [0, 1].
+    A); rows: which rows to solve (default all; the others are NaN). One HiGHS
+    LP per row. Returns P: (n, n) float64 whose rows are vertices of the
+    polytopes P_i, so ``P - A`` has every row in LN([T, 1]) and
+    ``A + t (P - A)`` is valid for every t in [0, 1].
     """
     check_attention_and_values(A, T)
     check_attention_distribution(A)
@@ -411,8 +417,12 @@ def extreme_alternative(
     M = constraint_basis(T, rtol).T
     A64 = A.detach().cpu().double().numpy()
     scores = objective.detach().cpu().double().numpy()
-    P = np.empty_like(A64)
-    for i in progress_bar(range(A64.shape[0]), "extreme alternative", progress):
+    n = A64.shape[0]
+    rows = list(range(n)) if rows is None else [int(i) for i in rows]
+    if not rows or min(rows) < 0 or max(rows) >= n:
+        raise ValueError(f"rows must be a non-empty list of indices in [0, {n}); got {rows}.")
+    P = np.full_like(A64, np.nan)
+    for i in progress_bar(rows, "extreme alternative", progress):
         a = np.clip(A64[i], 0.0, None)
         a /= a.sum()
         P[i] = a if M.shape[0] >= M.shape[1] else _highs(M, M @ a, -scores[i])

@@ -50,6 +50,8 @@ weight the paths through the layers differently and give different scores.
 ``effective=True``
 replaces A by effective attention (chapter 4) in the norm-based measures; since
 A_eff T = A T, every decomposition above still sums to the layer's real output.
+``effective="null_doubled"`` or ``"null_random"`` reads another same-output rewrite
+of A instead (``decomposition.rewrite_attention``): the controls of that swap.
 ``local_hta`` gives the layer-local reference: ||d e^l_i / d e^(l-1)_j||_F.
 """
 
@@ -68,13 +70,14 @@ from ..model.numbering import check_integer, layer_index
 from ..model.text import check_encoding, check_single_sequence
 from . import jacobians, linearised
 from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
-from .decomposition import NORM_MEASURES, LayerDecomposition, decompose_layer, norm_scores
+from .decomposition import NORM_MEASURES, REWRITES, LayerDecomposition, decompose_layer, norm_scores
 from .linalg import cosine_distance
 from .rollout import (
     attention_rollout,
     check_aggregation,
     normalise_rows,
     plain_rollout,
+    rewrite_suffix,
     rollout_label,
     unnormalised_rollout,
 )
@@ -130,7 +133,7 @@ class Mixing:
     scores: torch.Tensor  # (L, n, n)
     measure: str
     rollout: bool
-    effective: bool = False
+    effective: bool | str = False  # True, or a name of decomposition.REWRITES: A replaced
     aggregation: str | None = None
     totals: torch.Tensor | None = None  # (L, n)
 
@@ -154,7 +157,7 @@ class Mixing:
         (normalise last)", "globenc rollout (normalise first)".
         """
         if not self.rollout:
-            return self.measure + ("+eff" if self.effective else "")
+            return self.measure + rewrite_suffix(self.effective)
         return rollout_label(self.measure, self.aggregation, self.effective)
 
     def at(self, layer: int) -> torch.Tensor:
@@ -357,8 +360,9 @@ def context_mixing(
     return Mixing(scores=normalise_rows(grad_input_scores(model, internals, lin)), measure=measure, rollout=False)
 
 
-def _measure_options(measure: str, options: dict) -> bool:
-    """Check one (measure, options) pair of ``local_measures``; returns ``effective``."""
+def _measure_options(measure: str, options: dict) -> bool | str:
+    """Check one (measure, options) pair of ``local_measures``; returns ``effective`` (False, True or a
+    name of ``REWRITES``)."""
     if measure not in LOCAL_MEASURES:
         raise ValueError(f"{measure!r} is not a local measure; choose one of {LOCAL_MEASURES}.")
     unknown = set(options) - _OPTIONS
@@ -367,8 +371,10 @@ def _measure_options(measure: str, options: dict) -> bool:
             f"Unknown options {sorted(unknown)} for {measure!r}; only {sorted(_OPTIONS)} (norm-based measures)."
         )
     effective = options.get("effective", False)
-    if not isinstance(effective, bool):
-        raise TypeError(f"effective must be True or False, got {effective!r}.")
+    if effective == "effective":
+        effective = True
+    if not isinstance(effective, bool) and effective not in REWRITES:
+        raise TypeError(f"effective must be True, False or a same-output rewrite {REWRITES}, got {effective!r}.")
     if effective and measure not in NORM_MEASURES:
         raise ValueError(f"effective=True applies to the norm-based measures {NORM_MEASURES}, not {measure!r}.")
     return effective
@@ -387,8 +393,10 @@ def local_measures(model: PreTrainedModel, internals: Internals, measures: Seque
     L = internals.num_layers
     # one decomposition per layer and attention kind, read by every norm measure, then dropped
     # (a layer's vectors take n^2 d floats: all layers at once would not fit for long inputs)
-    norm_scores_of: dict[tuple[str, bool], list[torch.Tensor]] = {(m, e): [] for m, e in checked if m in NORM_MEASURES}
-    for kind in sorted({e for _, e in norm_scores_of}):
+    norm_scores_of: dict[tuple[str, bool | str], list[torch.Tensor]] = {
+        (m, e): [] for m, e in checked if m in NORM_MEASURES
+    }
+    for kind in sorted({e for _, e in norm_scores_of}, key=str):
         for layer in range(1, L + 1):
             parts: LayerDecomposition = decompose_layer(model, internals, layer, kind)
             for measure, effective in norm_scores_of:

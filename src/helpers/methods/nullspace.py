@@ -371,3 +371,17 @@ def row_total_variation(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     if X.shape[-1] != Y.shape[-1]:
         raise ValueError(f"X and Y must have rows of one length; got {X.shape[-1]} and {Y.shape[-1]}.")
     return 0.5 * (X.double() - Y.double()).abs().sum(dim=-1)
+
+
+def random_values(T: torch.Tensor, seed: int = 0, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
+    """A random stand-in for T: the control of dimension counting for the simplex-constrained null space.
+
+    T: (n, d) -> X: (n, r) float64 standard normal draws (seeded on the CPU), r = rank([T, 1]) - 1,
+    so that LN([X, 1]) has the dimension of LN([T, 1]) (almost surely) but a column space drawn
+    at random: what the valid alternatives would be if the head's values carried no structure.
+    """
+    seed = check_seed(seed)
+    check_tensor(T, "T", dims=2)
+    r = int(numerical_rank(with_ones(T), rtol)) - 1
+    draws = torch.Generator().manual_seed(seed)
+    return torch.randn(T.shape[0], max(r, 0), generator=draws, dtype=torch.float64).to(T.device)

@@ -12,8 +12,9 @@ the nearest-neighbour search matching the loss:
     mlp      g(e) = z W + b + relu(z W1 + b1) W2 + b2   (width 256, started at the
              linear fit; seeded mini-batch Adam)
 
-Train and test sets are split by sequence, never by token (``split_by_sequence``),
-so no sequence contributes tokens to both. The experiments over hidden states
+Adam runs fixed epochs, or until a held-out rule stops it (``fit_token_map(validation=...)``,
+:mod:`~helpers.methods.probe_training`). Train and test sets are split by sequence, never by
+token (``split_by_sequence``), so no sequence contributes tokens to both. The experiments over hidden states
 (``probe_layers``, ``generalisation_matrix``, ``fraction_curve``, ``neighbour_rates``) are
 in :mod:`helpers.drivers.identifiability`.
 """
@@ -21,8 +22,7 @@ in :mod:`helpers.drivers.identifiability`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -31,6 +31,7 @@ from torch import nn
 from ..model.corpus import Split
 from ..model.numbering import check_seed, hidden_state_index
 from .hidden_tokens import HiddenTokens
+from .probe_training import StoppingRule, adam_steps, map_loss
 
 MAP_KINDS = ("naive", "linear", "mlp")
 LOSSES = ("l2", "cosine")
@@ -95,6 +96,12 @@ class TokenMap:
     module: nn.Module
     hidden_state: int | None = None  # the hidden state (0..L) it was trained on
     offset: int = 0  # trained to recover x_{i + offset} from e_i
+    history: list[float] = field(default_factory=list)  # held-out rate before and after each epoch (a rule)
+
+    @property
+    def epochs(self) -> int | None:
+        """Epochs of the best state under a stopping rule (None without one)."""
+        return max(range(len(self.history)), key=self.history.__getitem__) if self.history else None
 
     @property
     def distance(self) -> str:
@@ -125,10 +132,7 @@ def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) ->
     return mean, std, torch.cat([weight, average])
 
 
-def _loss(predicted: torch.Tensor, targets: torch.Tensor, loss: str) -> torch.Tensor:
-    if loss == "l2":
-        return ((predicted - targets) ** 2).sum(dim=-1).mean()
-    return (1 - nn.functional.cosine_similarity(predicted, targets, dim=-1)).mean()
+_loss = map_loss  # the training loss (kept under its old name)
 
 
 def fit_map(
@@ -142,6 +146,7 @@ def fit_map(
     epochs: int = 4,
     batch_size: int = 512,
     lr: float = 2e-3,
+    stopping: StoppingRule | None = None,
 ) -> TokenMap:
     """Fit ``g`` so that ``g(hidden[i])`` is close to ``targets[i]``.
 
@@ -155,6 +160,9 @@ def fit_map(
             normal equations well posed; 1e-6 changes nothing else).
         width: the MLP's hidden width.
         epochs, batch_size, lr: the Adam schedule (linear + cosine and MLP).
+        stopping: a held-out :class:`~helpers.methods.probe_training.StoppingRule`; with it Adam runs
+            until the rule stops it (``epochs`` is ignored) and the map keeps its best state and its
+            ``history``. Default None: ``epochs`` epochs, as before.
 
     Returns:
         A ``TokenMap``. Every fit standardises the hidden tokens (training
@@ -184,52 +192,18 @@ def fit_map(
     with torch.no_grad():
         module.linear.weight.copy_(solution[:-1].T)
         module.linear.bias.copy_(solution[-1])
+    history = []
     if kind == "mlp" or loss == "cosine":
-        _adam(module, hidden, targets, loss, seed, epochs, batch_size, lr)
+        history = adam_steps(module, hidden, targets, loss, seed, epochs, batch_size, lr, stopping)
     if kind == "mlp":
-        return TokenMap(kind, loss, module.eval())
+        return TokenMap(kind, loss, module.eval(), history=history)
     weight = (solution[:-1] if loss == "l2" else module.linear.weight.detach().double().T) / std[:, None]
     bias = solution[-1] if loss == "l2" else module.linear.bias.detach().double()
     linear = nn.Linear(hidden.shape[1], targets.shape[1])  # the standardisation folded into one nn.Linear
     with torch.no_grad():
         linear.weight.copy_(weight.T)
         linear.bias.copy_(bias - mean @ weight)
-    return TokenMap(kind, loss, linear.eval())
-
-
-def _adam(
-    module: nn.Module,
-    hidden: torch.Tensor,
-    targets: torch.Tensor,
-    loss: str,
-    seed: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-) -> None:
-    """Seeded mini-batch Adam on ``loss``: ``epochs`` passes in about ``batch_size``-token batches."""
-    generator = torch.Generator().manual_seed(seed)
-    optimiser = torch.optim.Adam(module.parameters(), lr=lr)
-    N = hidden.shape[0]
-    batches = max(1, round(N / batch_size))  # equal batches: no tiny, noisy last batch
-    with _one_thread():
-        for _ in range(epochs):
-            for rows in torch.tensor_split(torch.randperm(N, generator=generator).to(hidden.device), batches):
-                optimiser.zero_grad()
-                _loss(module(hidden[rows]), targets[rows], loss).backward()
-                optimiser.step()
-
-
-@contextmanager
-def _one_thread():
-    """Run many small mini-batch steps on one thread (with several, each small product ends in a
-    synchronisation: 10-20x slower on a busy machine); the previous setting is restored afterwards."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
+    return TokenMap(kind, loss, linear.eval(), history=history)
 
 
 # --------------------------------------------------------------------------- nearest input, rates
@@ -410,18 +384,44 @@ def check_disjoint(train: HiddenTokens, test: HiddenTokens) -> None:
 
 
 def fit_token_map(
-    tokens: HiddenTokens, hidden_state: int, kind: str = "linear", loss: str = "cosine", offset: int = 0, **options
+    tokens: HiddenTokens,
+    hidden_state: int,
+    kind: str = "linear",
+    loss: str = "cosine",
+    offset: int = 0,
+    validation: float | None = None,
+    patience: int = 3,
+    max_epochs: int = 40,
+    **options,
 ) -> TokenMap:
     """Fit a map from hidden state ``hidden_state``'s tokens (0..L) to the input tokens ``offset`` places on.
 
-    ``options`` go to ``fit_map`` (seed, width, epochs ...).
+    ``options`` go to ``fit_map`` (seed, width, epochs ...). With ``validation`` (a share, e.g. 0.2) a map
+    trained by Adam (linear + cosine, MLP) holds out that share of ``tokens``' sequences (split by
+    sequence with the map's seed), trains on the rest and stops when its identifiability rate on the
+    held-out sequences has not risen for ``patience`` epochs (at most ``max_epochs``): the map keeps
+    its best state and its ``history``. Maps without Adam (naive, linear + L2) use every sequence.
+    Default None: ``options["epochs"]`` epochs on every sequence, as before.
     """
     hidden_state = check_hidden_state(tokens, hidden_state)
+    stopping = None
+    if validation is not None and (kind == "mlp" or (kind == "linear" and loss == "cosine")):
+        tokens, held = split_by_sequence(tokens, validation, seed=options.get("seed", 0))
+        check_choice(loss, LOSSES, "loss")
+
+        def score(module: nn.Module) -> float:
+            with torch.no_grad():
+                predicted = module(held.hidden[hidden_state])
+            return (
+                token_hits(predicted, held.x, held.sequence, loss, held.position, offset).targets.float().mean().item()
+            )
+
+        stopping = StoppingRule(score, patience, max_epochs)
     if offset == 0:
         sources = targets = torch.arange(len(tokens), device=tokens.x.device)
     else:
         sources, targets = neighbour_rows(tokens.sequence, tokens.position, offset)
-    fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, **options)
+    fitted = fit_map(tokens.hidden[hidden_state, sources], tokens.x[targets], kind, loss, stopping=stopping, **options)
     fitted.hidden_state, fitted.offset = hidden_state, offset
     return fitted
 

@@ -24,6 +24,8 @@ __all__ = [
     "ROLLOUT_AGGREGATION",
     "check_aggregation",
     "rollout_label",
+    "REWRITE_SUFFIX",
+    "rewrite_suffix",
     "MEASURE_NAMES",
     "measure_name",
     "MeasureParts",
@@ -96,12 +98,24 @@ def unnormalised_rollout(local: torch.Tensor) -> torch.Tensor:
     return normalise_rows(torch.stack(out)).to(dtype)
 
 
-def rollout_label(measure: str, aggregation: str | None = None, effective: bool = False) -> str:
+# the label suffix of a measure read on a rewrite of A (``helpers.methods.decomposition.REWRITES``)
+REWRITE_SUFFIX = {False: "", True: "+eff", "effective": "+eff", "null_doubled": "+2null", "null_random": "+rnull"}
+
+
+def rewrite_suffix(effective: bool | str) -> str:
+    """ "" for raw attention, "+eff" for effective attention, "+2null" for A + A_null, "+rnull" for a
+    random null-space move of the same size."""
+    return REWRITE_SUFFIX[effective]
+
+
+def rollout_label(measure: str, aggregation: str | None = None, effective: bool | str = False) -> str:
     """The table label of a local measure's rollout: "globenc rollout", "norm_residual rollout (normalise last)".
 
     The order is named only where it is not the measure's authors' (``ROLLOUT_AGGREGATION``).
+    ``effective``: True (or "effective") adds "+eff"; another rewrite of A its own suffix
+    (``REWRITE_SUFFIX``).
     """
-    name = measure + ("+eff" if effective else "") + " rollout"
+    name = measure + rewrite_suffix(effective) + " rollout"
     if aggregation in (None, ROLLOUT_AGGREGATION.get(measure)):
         return name
     return f"{name} ({aggregation.replace('_', ' ')})"

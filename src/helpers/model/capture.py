@@ -1,8 +1,9 @@
 """One forward pass -> :class:`~helpers.model.internals.Internals`, on two paths.
 
 ``capture`` is the BERT fast path: the encoder's layers run one by one and every tensor of the
-paper's notation is read off them. ``capture_generic`` takes any supported family (Llama, Qwen2,
-GPT-2, ...) through transformers' AttentionInterface:
+paper's notation is read off them; MPNet, whose attention bypasses the interface below, has a path
+of its own (:mod:`helpers.model.capture_mpnet`). ``capture_generic`` takes any other supported family
+(Llama, Qwen2, GPT-2, ...) through transformers' AttentionInterface:
 
 transformers (5.x) routes self-attention of most families through
 ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``. The function
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 from transformers import BatchEncoding, PreTrainedModel
 
+from .capture_mpnet import capture_mpnet
 from .checks import check_supported, float32_model
 from .families import UnsupportedFamilyError, family_of, layer_modules, output_projection, submodule, value_projection
 from .internals import Internals, head_weights
@@ -160,8 +162,9 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     """Run the model once on one sequence and return every tensor the chapters need.
 
     Args:
-        model: a BERT encoder loaded with eager attention (``load_model``); models of the
-            other supported families (``helpers.model.families``) go through ``capture_generic``.
+        model: a BERT encoder loaded with eager attention (``load_model``); MPNet goes through
+            its own path (``helpers.model.capture_mpnet``: Internals.position_bias holds its bias),
+            the other supported families (``helpers.model.families``) through ``capture_generic``.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
 
     A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
@@ -170,7 +173,10 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
         UnsupportedModelError, ValueError: wrong model or encoding (``helpers.model.text.check_encoding``:
         padding, ids outside the vocabulary or the token types, too long).
     """
-    if getattr(getattr(model, "config", None), "model_type", None) != "bert":
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type == "mpnet":
+        return capture_mpnet(model, encoding)  # attention computed inline, with a position bias
+    if model_type != "bert":
         return capture_generic(model, encoding)  # every other family: through the AttentionInterface
     check_supported(model)
     check_encoding(model, encoding)
@@ -256,6 +262,8 @@ def capture_generic(model: PreTrainedModel, encoding: BatchEncoding) -> Internal
         ValueError: training mode, a batch, too many tokens.
     """
     family = family_of(model)
+    if family.own_capture:  # MPNet: its attention never reaches the AttentionInterface
+        return capture_mpnet(model, encoding)
     n = check_single_sequence(encoding)
     limit = getattr(model.config, "max_position_embeddings", None)
     if limit is not None and n > limit:

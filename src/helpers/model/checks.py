@@ -9,6 +9,9 @@ import torch
 from transformers import PreTrainedModel
 
 SUPPORTED_MODEL_TYPES = ("bert",)
+# the post-norm encoders with a layer-by-layer path (capture, finish_layer, the linearised forward):
+# BERT, and MPNet (BERT's layout plus a relative-position bias inside attention)
+LINEARISED_ENCODERS = ("bert", "mpnet")
 
 
 class ModelLoadError(RuntimeError):
@@ -19,21 +22,26 @@ class UnsupportedModelError(ValueError):
     """The model is not one the helpers can take apart (BERT family, eager attention)."""
 
 
-def check_supported(model: PreTrainedModel) -> None:
-    """Raise a clear error unless ``model`` is a BERT encoder running eager attention."""
+def check_supported(model: PreTrainedModel, model_types: tuple[str, ...] = SUPPORTED_MODEL_TYPES) -> None:
+    """Raise a clear error unless ``model`` is a bare encoder of ``model_types`` running eager attention.
+
+    ``model_types``: the families the caller handles; ``LINEARISED_ENCODERS`` (BERT and MPNet) for the
+    functions that also take MPNet. MPNet always computes its attention inline (eagerly).
+    """
     model_type = getattr(model.config, "model_type", None)
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in model_types:
         raise UnsupportedModelError(
-            f"The helpers take apart BERT-family encoders ({', '.join(SUPPORTED_MODEL_TYPES)}); "
+            f"The helpers take apart BERT-family encoders here ({', '.join(model_types)}); "
             f"got model_type={model_type!r} ({type(model).__name__})."
         )
     if not hasattr(model, "encoder") or not hasattr(model, "embeddings"):
+        prefix = getattr(model, "base_model_prefix", "bert")
         raise UnsupportedModelError(
-            f"Expected a bare BertModel (with .embeddings and .encoder), got {type(model).__name__}; "
-            "for a task model pass its .bert attribute."
+            f"Expected a bare encoder (BertModel, MPNetModel: with .embeddings and .encoder), got "
+            f"{type(model).__name__}; for a task model pass its .{prefix} attribute."
         )
     implementation = getattr(model.config, "_attn_implementation", None)
-    if implementation != "eager":
+    if implementation != "eager" and model_type != "mpnet":
         raise UnsupportedModelError(
             f"The model runs {implementation!r} attention, which returns no attention weights. "
             "Load it with attn_implementation='eager' (load_model does this)."

