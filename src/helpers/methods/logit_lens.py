@@ -54,14 +54,14 @@ def lens_hits(
     if chunk < 1:
         raise ValueError(f"chunk must be at least 1, got {chunk}.")
     if offset == 0:
-        sources = targets = torch.arange(N)
+        sources = targets = torch.arange(N)  # cpu: row bookkeeping, like neighbour_rows' indices
     else:
         sources, targets = neighbour_rows(sequence.cpu(), position.cpu(), offset)
         if sources.numel() == 0:
             raise ValueError(f"No token has a neighbour at offset {offset} in its sequence.")
     ids = input_ids.cpu().long()
     _, group = torch.unique(sequence.cpu(), return_inverse=True)
-    chosen = torch.empty(len(sources), dtype=torch.long)
+    chosen = torch.empty(len(sources), dtype=torch.long)  # cpu: the logits are read out to the CPU
     allowed = None
     for start in range(0, len(sources), chunk):
         rows = sources[start : start + chunk]
@@ -72,6 +72,7 @@ def lens_hits(
             if allowed is None:  # (S, V): the ids each sequence holds
                 if int(ids.max()) >= logits.shape[1]:
                     raise ValueError(f"an input id ({int(ids.max())}) lies outside the {logits.shape[1]} logits.")
+                # cpu: a mask over the CPU copy of the logits
                 allowed = torch.zeros(int(group.max()) + 1, logits.shape[1], dtype=torch.bool)
                 allowed[group, ids] = True
             logits = logits.masked_fill(~allowed[group[rows]], float("-inf"))
