@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from .verdicts import FINDING_VERDICTS, PAPER_VERDICTS
+
 __all__ = [
     "SCOREBOARD_COLUMNS",
     "DEFAULT_SOURCE",
@@ -201,16 +203,7 @@ class Scoreboard:
         return "".join(out)
 
 
-VERDICTS = (
-    "reproduced",
-    "in direction only",
-    "inconclusive",
-    "not reproduced",
-    "premise absent",
-    "too few sequences",
-    "not testable here",
-)
-FINDING_VERDICTS = ("holds", "inconclusive", "does not hold", "too few sequences", "not testable here")
+VERDICTS = PAPER_VERDICTS
 
 
 def verdict_counts(report: pd.DataFrame, kind: str = "paper") -> pd.DataFrame:
