@@ -41,12 +41,24 @@ def documented_modules(text: str) -> dict[str, set[str]]:
     return found
 
 
+def import_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The module's top-level statements, with those of its ``if TYPE_CHECKING:`` blocks in their place
+    (``helpers/__init__.py`` imports its names on first use and states them there)."""
+    statements = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            statements += node.body
+        else:
+            statements.append(node)
+    return statements
+
+
 def reexported_names(package: str) -> dict[str, str]:
     """Public name -> the submodule it is imported from, read from the package's __init__.py."""
     module = importlib.import_module(package)
     init = Path(module.__file__)
     names: dict[str, str] = {}
-    for node in ast.parse(init.read_text()).body:
+    for node in import_statements(ast.parse(init.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             for alias in node.names:
                 name = alias.asname or alias.name

@@ -208,6 +208,11 @@ BARE_RETURNS = {
     "helpers.book.paper.published_mixing": "one published value per table that reports the measure (often none)",
     "helpers.drivers.embedding_edits.effective_rows": "helpers.model.capture.editing's contract: (A, values)",
     "helpers.book.colab_text.glossary_anchors": "one anchor per term, keyed by the glossary's own terms",
+    "helpers.book.records.committed_record": "the JSON record the report reads, as Claims.record writes it",
+    "helpers.book.paper_scale.refused_chapters": "one reason per chapter, keyed by the book's chapter names",
+    "helpers.book.paper_scale.edition_notebook": "a notebook in nbformat's JSON, written to a .ipynb file",
+    "helpers.book.paper_scale.stamp": "a notebook in nbformat's JSON, written to a .ipynb file",
+    "helpers.book.paper_scale.fingerprint": "the JSON the edition's notebook metadata carries",
 }
 
 

@@ -298,3 +298,53 @@ def test_mpnet_takes_two_tokens_fewer_than_its_position_embeddings(mpnet_tokeniz
     with pytest.raises(ValueError, match="at most 64"):
         helpers.encode(mpnet_tokenizer, words, model=model)
     assert helpers.encode(mpnet_tokenizer, " ".join(["cat"] * 62), model=model)["input_ids"].shape[1] == 64
+
+
+def test_a_patched_mpnet_head_keeps_its_output_under_a_null_space_alternative_and_shows_the_patch(tiny):
+    """patch_attention on MPNet (which projects its heads inside its self-attention): the model's own A
+    changes nothing, A + a null-space direction keeps every hidden state, another A changes them, and the
+    captured attentions show the patch."""
+    model, encoding, internals = tiny
+    layer, head = 1, 2
+    A, T = internals.A[0, 1], internals.T[0, 1]
+    reference = internals.hidden_states
+    same = helpers.model.patching.run_patched(model, encoding, layer, head, A)
+    assert torch.allclose(same, reference, atol=1e-5)
+    null = helpers.methods.linalg.left_null_space(T.double())  # (n, n - rank)
+    assert null.shape[1] > 0
+    direction = (null[:, 0:1] @ torch.ones(1, A.shape[0], dtype=torch.float64)).T.float()  # rows x^T T = 0
+    moved = helpers.model.patching.run_patched(model, encoding, layer, head, A + 0.3 * direction)
+    assert torch.allclose(moved, reference, atol=1e-4)
+    other = torch.softmax(torch.randn_like(A), dim=-1)
+    changed = helpers.model.patching.run_patched(model, encoding, layer, head, other)
+    assert (changed[-1] - reference[-1]).abs().max() > 1e-2
+    with helpers.patch_attention(model, layer, head, other) as patch:
+        patched = helpers.capture(model, encoding)
+    assert patch.calls == 1 and torch.allclose(patched.A[0, 1], other)
+    assert torch.allclose(patched.A[0, 0], internals.A[0, 0])
+
+
+def test_attention_edits_reach_mpnet_and_recordings_refuse_it(tiny):
+    """MPNet computes attention inline: ``editing`` swaps in a forward that applies the edit (the same
+    output for the identity edit, every row's effective part leaves the embedding, zeroing the values moves
+    it); a recording through transformers' AttentionInterface would stay empty, and is refused."""
+    from helpers.drivers.embedding_edits import cosine_distance, effective_rows, mean_embedding
+    from helpers.model.capture import recording
+
+    model, encoding, internals = tiny
+    clean = mean_embedding(model, encoding)
+    seen = []
+
+    def identity(module, A, values):
+        seen.append(module.layer_idx)
+        return A, values
+
+    assert cosine_distance(mean_embedding(model, encoding, identity), clean) < 1e-12
+    assert seen == list(range(internals.num_layers))
+    assert cosine_distance(mean_embedding(model, encoding, effective_rows), clean) < 1e-6
+    zeroed = mean_embedding(model, encoding, lambda module, A, values: (A, torch.zeros_like(values)))
+    assert cosine_distance(zeroed, clean) > 1e-4
+    assert "forward" not in vars(model.encoder.layer[0].attention.attn)  # the class's own forward is back
+    with pytest.raises(UnsupportedModelError, match="AttentionInterface"):
+        with recording(model):
+            pass

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from helpers.book import colab
+from helpers.book.colab_install import helpers_requirement
 from helpers.book.colab_text import (
     BookLinks,
     NumberedLabel,
@@ -119,9 +120,11 @@ def test_the_install_names_the_repository_once_at_a_commit_it_holds(notebook):
     cells = _edition(notebook).cells
     setup = next(c for c in cells if c.cell_type == "code")
     assert setup.source.count(REPOSITORY) == 1
-    pinned = re.search(rf'@ git\+{re.escape(REPOSITORY)}@([0-9a-f]{{40}})"', setup.source)
+    pinned = re.search(rf'"([\w\[\],-]+) @ git\+{re.escape(REPOSITORY)}@([0-9a-f]{{40}})"', setup.source)
     assert pinned, "install the helpers at a full commit hash"
-    _assert_in_history(pinned[1])
+    extras = {helpers_requirement(decoder=False), helpers_requirement(decoder=True)}
+    assert pinned[1] in extras, f"install the helpers with the notebooks' extras ({sorted(extras)}), not {pinned[1]}"
+    _assert_in_history(pinned[2])
     assert "Installing the book's helpers" in setup.source and 'print("done"' in setup.source
     for spec in colab.colab_upgrades(ROOT):  # in the same pip command as the helpers, so pip sees no conflict
         assert f'"{spec}")' in setup.source, f"{notebook.stem}: the install leaves out {spec}"
@@ -135,7 +138,7 @@ def test_the_install_names_the_repository_once_at_a_commit_it_holds(notebook):
 def test_the_paper_model_is_one_choice_away(notebook):
     setup = next(c for c in _edition(notebook).cells if c.cell_type == "code")
     field = '#@param ["bundled default", "bert-base-uncased"]'
-    encoder_chapter = colab.READS_MODEL in setup.source and "[decoder]" not in setup.source
+    encoder_chapter = colab.READS_MODEL in setup.source and helpers_requirement(decoder=True) not in setup.source
     assert (field in setup.source) == encoder_chapter, f"{notebook.stem}: the model field belongs to encoder chapters"
     if encoder_chapter:  # the field sets what the book's code reads, before it reads it
         assert setup.source.index(field) < setup.source.index(colab.READS_MODEL)

@@ -87,3 +87,14 @@ def test_effective_rows_remove_the_null_part_and_keep_what_the_head_writes():
     assert same is values
     assert float((edited - A).abs().max()) > 0.05, "n = 12 > d_v = 4: a null part to remove"
     assert torch.allclose(edited @ values, A @ values, atol=1e-5)
+
+
+def test_the_cosine_distance_is_one_minus_cos_and_never_negative():
+    from helpers.drivers.embedding_edits import cosine_distance
+
+    a = torch.tensor([1.0, 2.0, 3.0])
+    b = torch.tensor([2.0, -1.0, 0.5])
+    assert cosine_distance(a, b) == pytest.approx(1 - float(torch.nn.functional.cosine_similarity(a, b, dim=0)))
+    nearly = a + 1e-7 * torch.tensor([1.0, -1.0, 1.0])  # float32 1 - cos can round below zero here
+    assert 0.0 <= cosine_distance(a, nearly) < 1e-12
+    assert cosine_distance(a, 3.0 * a) == pytest.approx(0.0, abs=1e-15)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from helpers.methods.intervals import Estimate, bootstrap
+from helpers.methods.intervals import Estimate, bootstrap, paired_difference, per_sequence_slopes
 
 
 def test_the_interval_covers_the_mean_and_shrinks_with_more_sequences():
@@ -72,3 +72,56 @@ def test_text_and_shift():
     assert Estimate(-0.004, -0.011, -0.0001, 3).text(".0%") == "0% [-1%, 0%]"
     assert Estimate(-0.02, -float("inf"), -0.0, 3).text() == "-0.02 [-inf, 0.00]"
     assert abs(shifted.value - 0.3) < 1e-12 and abs(shifted.low - 0.2) < 1e-12 and shifted.sequences == 12
+
+
+def test_seeds_inside_the_interval_widen_it_by_the_seed_spread():
+    rng = np.random.default_rng(3)
+    sequences = rng.normal(0.5, 0.05, size=(40, 1))
+    # three training seeds that shift every sequence's figure together (a seed effect)
+    by_seed = sequences + np.array([[-0.1, 0.0, 0.1]])
+    averaged = bootstrap(by_seed.mean(axis=1))
+    crossed = bootstrap(by_seed, seeds=True)
+    assert crossed.value == pytest.approx(averaged.value)
+    assert crossed.high - crossed.low > 2 * (averaged.high - averaged.low)
+    # seeds that agree leave the sequences' interval as it was (same sequence draws)
+    same = np.repeat(sequences, 3, axis=1)
+    assert bootstrap(same, seeds=True) == bootstrap(sequences[:, 0])
+
+
+def test_seeds_with_groups_and_a_statistic_of_columns():
+    groups = np.repeat(np.arange(12), 5)
+    hits = np.random.default_rng(0).integers(0, 2, size=(60, 3, 2)).astype(float)
+    result = bootstrap(hits, lambda v: v[:, 0].mean() - v[:, 1].mean(), groups=groups, seeds=True)
+    mean = hits.mean(axis=1)
+    assert result.value == pytest.approx(mean[:, 0].mean() - mean[:, 1].mean())
+    assert result.sequences == 12 and result.low <= result.value <= result.high
+
+
+def test_paired_difference_with_seeds_broadcasts_a_seedless_control():
+    rng = np.random.default_rng(1)
+    values = rng.normal(0.6, 0.1, size=(30, 3)) + np.array([0.0, 0.05, -0.05])
+    control = rng.normal(0.5, 0.1, size=30)
+    paired = paired_difference(values, control, seeds=True)
+    assert paired.value == pytest.approx(values.mean() - control.mean())
+    plain = paired_difference(values.mean(axis=1), control)
+    assert paired.high - paired.low > plain.high - plain.low
+    with pytest.raises(ValueError, match="seed axis"):
+        paired_difference(values[:, 0], control, seeds=True)
+    with pytest.raises(ValueError, match="different seed counts"):
+        paired_difference(values, values[:, :2], seeds=True)
+    with pytest.raises(ValueError, match="at least 2"):
+        bootstrap(values[:, :1], seeds=True)
+    with pytest.raises(ValueError, match="values must be"):
+        bootstrap(values[:, 0], seeds=True)
+
+
+def test_per_sequence_slopes_keep_the_seed_axis():
+    states = [0, 1, 2]
+    groups = np.array([0, 0, 1, 1])
+    values = np.zeros((4, 2, 3))
+    values[:, 0] = [0, 1, 2]  # seed 0: slope 1
+    values[:, 1] = [0, 2, 4]  # seed 1: slope 2
+    slopes = per_sequence_slopes(values, groups, states)
+    assert slopes.shape == (2, 2)
+    assert slopes == pytest.approx(np.array([[1.0, 2.0], [1.0, 2.0]]))
+    assert per_sequence_slopes(values[:, 0], groups, states) == pytest.approx([1.0, 1.0])

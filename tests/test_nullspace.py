@@ -331,3 +331,25 @@ def test_random_values_keep_the_dimension_of_the_constrained_null_space(tiny_int
     )
     assert int(null_space_dimensions(X).with_ones) == int(null_space_dimensions(T).with_ones)
     assert torch.equal(X, random_values(T, seed=3)) and not torch.equal(X, random_values(T, seed=4))
+
+
+def test_rank_ties_mark_where_rank_T_may_differ_from_rank_V_by_the_threshold_alone():
+    from types import SimpleNamespace
+
+    from helpers.methods.linalg import numerical_rank
+    from helpers.methods.nullspace import rank_ties
+
+    torch.manual_seed(0)
+    n, d_v, d = 6, 4, 10
+    Q, _ = torch.linalg.qr(torch.randn(n, d_v, dtype=torch.float64))
+    R, _ = torch.linalg.qr(torch.randn(d_v, d_v, dtype=torch.float64))
+    H = torch.randn(d_v, d, dtype=torch.float64)
+    kappa = float(torch.linalg.svdvals(H)[0] / torch.linalg.svdvals(H)[-1])
+    rtol = 1e-5
+    far = Q @ torch.diag(torch.tensor([1.0, 0.5, 0.1, 1e-3], dtype=torch.float64)) @ R
+    near = Q @ torch.diag(torch.tensor([1.0, 0.5, 0.1, rtol * (1 + kappa) / 2], dtype=torch.float64)) @ R
+    internals = SimpleNamespace(V=torch.stack([far, near])[None], H=H.expand(1, 2, d_v, d))
+    ties = rank_ties(internals, rtol)
+    assert ties.tolist() == [[False, True]]
+    # where there is no tie the two ranks agree, as the identity says
+    assert numerical_rank(far @ H, rtol) == numerical_rank(far, rtol) == 4

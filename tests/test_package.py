@@ -151,15 +151,55 @@ def _pinned_version(requirement: Requirement) -> str | None:
     return pins[0] if pins else None
 
 
+def _extra(pyproject: dict, name: str) -> list[str]:
+    extras = pyproject["project"]["optional-dependencies"]
+    assert name in extras, f"pyproject.toml has no extra {name!r} (extras: {sorted(extras)})"
+    return extras[name]
+
+
+def test_the_library_install_leaves_the_book_toolchain_to_extras():
+    """`pip install .` gives what the helpers need at run time; plots, widgets and the book's toolchain come
+    with the ``notebooks`` and ``book`` extras, and ``book`` includes ``notebooks``."""
+    pyproject = _pyproject()
+    core = set(_requirements(pyproject["project"]["dependencies"]))
+    assert core == {"torch", "transformers", "numpy", "scipy", "pandas", "tqdm"}, sorted(core)
+    notebooks = set(_requirements(_extra(pyproject, "notebooks")))
+    assert {"matplotlib", "seaborn", "ipywidgets"} <= notebooks
+    book = _extra(pyproject, "book")
+    assert any(
+        canonicalize_name(Requirement(spec).name) == canonicalize_name(pyproject["project"]["name"])
+        and "notebooks" in Requirement(spec).extras
+        for spec in book
+    ), f"the book extra should include the notebooks extra: {book}"
+    assert not {"jupyter-book", "myst-nb", "nbval"} & (core | notebooks)
+    assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["helpers"]
+    assert (PACKAGE / "py.typed").is_file()
+
+
+def test_the_colab_install_names_extras_the_package_has():
+    from helpers.book.colab_install import DISTRIBUTION, helpers_requirement
+
+    pyproject = _pyproject()
+    assert DISTRIBUTION == pyproject["project"]["name"]
+    for decoder in (False, True):
+        requirement = Requirement(helpers_requirement(decoder))
+        assert requirement.name == DISTRIBUTION and "notebooks" in requirement.extras
+        assert ("decoder" in requirement.extras) == decoder
+        for extra in requirement.extras:
+            _extra(pyproject, extra)
+
+
 def test_dependencies_accept_colabs_packages_unless_the_colab_install_upgrades_them():
-    """Colab's pip must change only what the setup cell names: each dependency accepts the version Colab ships
-    (the stack `make colab-check` simulates), or the Colab install upgrades that package on purpose."""
+    """Colab's pip must change only what the setup cell names: each dependency (and each of the notebooks
+    extra, which the Colab editions install too) accepts the version Colab ships (the stack `make colab-check`
+    simulates), or the Colab install upgrades that package on purpose."""
     pyproject = _pyproject()
     colab = pyproject["tool"]["book"]["colab"]
     stack = _requirements(colab["stack"])
     upgraded = set(_requirements(colab["install"]))
     rejected = []
-    for name, requirement in _requirements(pyproject["project"]["dependencies"]).items():
+    installed = pyproject["project"]["dependencies"] + _extra(pyproject, "notebooks")
+    for name, requirement in _requirements(installed).items():
         assert name in stack, f"{name} is a dependency but not in [tool.book.colab] stack: what does Colab ship?"
         version = _pinned_version(stack[name])
         if name not in upgraded and version is not None and not requirement.specifier.contains(version):

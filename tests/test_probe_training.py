@@ -84,11 +84,11 @@ def test_adam_steps_restores_the_best_state_and_validates_the_rule():
         StoppingRule(lambda m: 0.0, patience=0)
 
 
-def test_seed_hits_average_the_seeds_maps_token_by_token(split):
+def test_seed_hits_tabulate_each_seeds_map_token_by_token(split):
     train, test = split
     maps = [fit_token_map(train, 0, "mlp", "cosine", width=16, seed=s, **FIT) for s in (0, 1, 2)]
     each = [helpers.drivers.identifiability.identified(m, test).numpy() for m in maps]
-    assert np.array_equal(seed_hits(maps, test), np.mean(each, axis=0))
+    assert np.array_equal(seed_hits(maps, test), np.stack(each, axis=1))
     with pytest.raises(ValueError, match="differ"):
         seed_hits([maps[0], fit_token_map(train, 0, "linear", "cosine", **FIT)], test)
     with pytest.raises(ValueError, match="No maps"):

@@ -12,6 +12,8 @@ The package has four floors; imports run down only (``tests/test_architecture.py
 This module is the reader's surface: the few names a chapter, or a reader's own code, calls
 first. Everything else is reached by its floor, e.g.
 ``helpers.methods.lp_bounds.attention_bounds`` or ``helpers.drivers.mixing.agreement_table``.
+Each name and submodule is imported when first read (``helpers.model.lazy``), so ``import helpers``
+loads neither torch nor transformers; the plots and widgets need the ``notebooks`` extra.
 
 Every chapter: ``load_model``, ``load_decoder``, ``load_for_chapter``, ``describe``,
 ``encode``, ``tokens_of``, ``capture`` (-> ``Internals``), ``load_corpus``,
@@ -45,37 +47,83 @@ d_s); randomness is ``seed: int``; the Hidden Token Attribution estimator's
 sample count is ``samples`` (the word "probe" belongs to chapter 5's maps).
 """
 
-import importlib
+from typing import TYPE_CHECKING
 
-from . import book, drivers, methods, model
-from .book import paper
-from .book.chapters import load_for_chapter
-from .book.claims import Claims
-from .book.controls import Control
-from .book.notebook import glue, residual_text, setup_notebook
-from .drivers.attribution import attribute_examples
-from .drivers.decoder import sink_sweep
-from .drivers.effective import effective_attention_sweep
-from .drivers.finetuning import fine_tune
-from .drivers.identifiability import collect_hidden_tokens, probe_layers
-from .drivers.mixing import context_mixing_sweep
-from .drivers.ranks import rank_sweep
-from .methods.attribution import hidden_token_attribution
-from .methods.captured import effective_attention_of
-from .methods.causal import causal_effective_attention
-from .methods.effective import effective_attention
-from .methods.intervals import bootstrap
-from .methods.linalg import numerical_rank
-from .methods.lp_bounds import attention_bounds
-from .methods.mixing import context_mixing
-from .methods.nullspace import alternative_family
-from .model.capture import capture
-from .model.corpus import load_corpus
-from .model.decoder import load_decoder
-from .model.internals import Internals
-from .model.loading import describe, load_model
-from .model.patching import patch_attention
-from .model.text import encode, tokens_of
+from .model.lazy import lazy_attributes as _lazy_attributes
+
+# What this surface gives, by the module that defines it: imported on first use, so ``import helpers`` loads
+# neither torch, transformers, scipy nor matplotlib. The ``if TYPE_CHECKING:`` block below names the same
+# things for type checkers and readers (tests/test_lazy.py keeps the two in step).
+_MODULES = {
+    "model": ".model",
+    "methods": ".methods",
+    "drivers": ".drivers",
+    "book": ".book",
+    "paper": ".book.paper",
+    "plots": ".book.plots",  # matplotlib and seaborn load with the first plot
+}
+_EXPORTS = {
+    ".book.chapters": ("load_for_chapter",),
+    ".book.claims": ("Claims",),
+    ".book.controls": ("Control",),
+    ".book.notebook": ("glue", "residual_text", "setup_notebook"),
+    ".book.widgets": ("NullSpaceExplorer",),  # ipywidgets loads with the first explorer
+    ".drivers.attribution": ("attribute_examples",),
+    ".drivers.decoder": ("sink_sweep",),
+    ".drivers.effective": ("effective_attention_sweep",),
+    ".drivers.finetuning": ("fine_tune",),
+    ".drivers.identifiability": ("collect_hidden_tokens", "probe_layers"),
+    ".drivers.mixing": ("context_mixing_sweep",),
+    ".drivers.ranks": ("rank_sweep",),
+    ".methods.attribution": ("hidden_token_attribution",),
+    ".methods.captured": ("effective_attention_of",),
+    ".methods.causal": ("causal_effective_attention",),
+    ".methods.effective": ("effective_attention",),
+    ".methods.intervals": ("bootstrap",),
+    ".methods.linalg": ("numerical_rank",),
+    ".methods.lp_bounds": ("attention_bounds",),
+    ".methods.mixing": ("context_mixing",),
+    ".methods.nullspace": ("alternative_family",),
+    ".model.capture": ("capture",),
+    ".model.corpus": ("load_corpus",),
+    ".model.decoder": ("load_decoder",),
+    ".model.internals": ("Internals",),
+    ".model.loading": ("describe", "load_model"),
+    ".model.patching": ("patch_attention",),
+    ".model.text": ("encode", "tokens_of"),
+}
+
+if TYPE_CHECKING:
+    from . import book, drivers, methods, model
+    from .book import paper, plots
+    from .book.chapters import load_for_chapter
+    from .book.claims import Claims
+    from .book.controls import Control
+    from .book.notebook import glue, residual_text, setup_notebook
+    from .book.widgets import NullSpaceExplorer
+    from .drivers.attribution import attribute_examples
+    from .drivers.decoder import sink_sweep
+    from .drivers.effective import effective_attention_sweep
+    from .drivers.finetuning import fine_tune
+    from .drivers.identifiability import collect_hidden_tokens, probe_layers
+    from .drivers.mixing import context_mixing_sweep
+    from .drivers.ranks import rank_sweep
+    from .methods.attribution import hidden_token_attribution
+    from .methods.captured import effective_attention_of
+    from .methods.causal import causal_effective_attention
+    from .methods.effective import effective_attention
+    from .methods.intervals import bootstrap
+    from .methods.linalg import numerical_rank
+    from .methods.lp_bounds import attention_bounds
+    from .methods.mixing import context_mixing
+    from .methods.nullspace import alternative_family
+    from .model.capture import capture
+    from .model.corpus import load_corpus
+    from .model.decoder import load_decoder
+    from .model.internals import Internals
+    from .model.loading import describe, load_model
+    from .model.patching import patch_attention
+    from .model.text import encode, tokens_of
 
 __version__ = "0.1.0"
 
@@ -131,17 +179,5 @@ __all__ = [
     "sink_sweep",
 ]
 
-# matplotlib, seaborn and ipywidgets load with the first plot or widget, not with ``import helpers``
-_LAZY = {"plots": ("helpers.book.plots", None), "NullSpaceExplorer": ("helpers.book.widgets", "NullSpaceExplorer")}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        module_name, attribute = _LAZY[name]
-        module = importlib.import_module(module_name)
-        return getattr(module, attribute) if attribute else module
-    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(__name__, modules=_MODULES, exports=_EXPORTS)
+del TYPE_CHECKING, _lazy_attributes

@@ -3,19 +3,12 @@
 :mod:`~helpers.book.claims` (the scoreboard), :mod:`~helpers.book.paper` (the published
 numbers), :mod:`~helpers.book.notebook` (the first cell's setup and glue),
 :mod:`~helpers.book.chapters` (which model a chapter runs on), :mod:`~helpers.book.budgets` (how much a
-chapter computes, scaled to the model's cost), and, imported on first use
-because they load matplotlib, seaborn and ipywidgets, :mod:`~helpers.book.plots` and
-:mod:`~helpers.book.widgets`.
+chapter computes, scaled to the model's cost), :mod:`~helpers.book.plots` and
+:mod:`~helpers.book.widgets` (matplotlib, seaborn and ipywidgets: the ``notebooks`` extra).
 """
 
-import importlib
+# Each submodule is imported when first read (helpers.model.lazy): ``import helpers`` stays light.
+from ..model.lazy import lazy_attributes
 
-from . import budgets, chapters, claims, notebook, paper, registry, verdicts
-
-_LAZY = ("plots", "widgets")
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, __path__)
+del lazy_attributes

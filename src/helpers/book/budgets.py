@@ -21,6 +21,7 @@ from ..model.numbering import check_count
 from ..model.text import leading_words
 from .chapters import layers_and_width, work_scale
 from .paper import BERT_BASE
+from .verdicts import MIN_SEQUENCES
 
 __all__ = [
     "ALL_ROWS_UP_TO",
@@ -215,11 +216,11 @@ def long_inputs(model: PreTrainedModel, tokenizer, passages: Sequence, d_v: int)
 
 def embedding_edit_texts(model: PreTrainedModel, examples: Sequence) -> list:
     """Chapter 4's interventions: ``EMBEDDING_EDIT_TEXTS`` of ``examples`` evenly spaced over them on the
-    bundled encoder and smaller models, fewer in proportion to the cost per token (L d^2), at least 8 (all if
-    fewer)."""
+    bundled encoder and smaller models, fewer in proportion to the cost per token (L d^2), at least 10, the
+    sample a verdict needs (all if fewer)."""
     if len(examples) == 0:
         raise ValueError("No texts to edit: pass the texts longer than d_v.")
-    count = max(8, min(EMBEDDING_EDIT_TEXTS, round(EMBEDDING_EDIT_TEXTS / work_scale(model))))
+    count = max(MIN_SEQUENCES, min(EMBEDDING_EDIT_TEXTS, round(EMBEDDING_EDIT_TEXTS / work_scale(model))))
     return _evenly_spaced(list(examples), min(count, len(examples)))
 
 

@@ -55,7 +55,7 @@ import pandas as pd
 
 from ..methods.intervals import Estimate
 from .controls import Control, as_bool, as_number
-from .records import load_records, record_defects, records_dir, report_table
+from .records import load_records, record_defects, record_name, records_dir, report_table
 from .registry import Registry, UnregisteredClaim, load_registry
 from .scoreboard import Scoreboard, claim_sections, claims_frame
 from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS, POSITIVE, decide
@@ -261,6 +261,7 @@ class Claims:
                     ("comparison", entry.comparison, control.comparison),
                     ("threshold", entry.threshold, threshold),
                     ("a compared size", entry.size, size is not None),
+                    ("a premise", bool(entry.premise), premise is not None),
                 )
                 if not (want == got or (what == "threshold" and want is not None and got is not None
                                         and math.isclose(want, got, rel_tol=1e-9)))
@@ -379,10 +380,11 @@ class Claims:
         }
 
     def save(self, folder: str | Path | None = None) -> Path:
-        """Write the chapter's record as ``<folder>/<chapter>.json`` and return its path."""
+        """Write the chapter's record as ``<folder>/<chapter>.json`` (:func:`~helpers.book.records.record_name`)
+        and return its path."""
         folder = Path(folder) if folder is not None else records_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.chapter}.json"
+        path = folder / record_name(self.chapter, self.model)
         path.write_text(json.dumps(self.record(), indent=1) + "\n")
         return path
 

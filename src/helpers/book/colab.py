@@ -312,9 +312,9 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
     setup = code[0]
     folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
     choice = MODEL_CHOICE if READS_MODEL in setup.source and not decoder else ""
-    setup.source = (
-        install_lines(links, weight_pins(root, decoder), decoder, colab_upgrades(root)) + choice + "\n" + setup.source
-    )
+    paper_scale = notebook.metadata.get("book", {}).get("edition") == "paper-scale"  # helpers.book.paper_scale
+    pins = weight_pins(root, decoder, paper_scale)
+    setup.source = install_lines(links, pins, decoder, colab_upgrades(root)) + choice + "\n" + setup.source
     if folded:
         tags = set(setup.metadata.get("tags", []))
         _fold(setup, SETUP_TITLE if "hide-input" in tags else "Setup and " + form_title(setup.source).lower())

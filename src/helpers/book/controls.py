@@ -35,21 +35,25 @@ class Control:
             raise TypeError("difference must be an Estimate (helpers.methods.intervals.paired_difference)")
 
     @classmethod
-    def paired(cls, what: str, values, control_values, statistic=None, *, groups=None) -> Control:
+    def paired(cls, what: str, values, control_values, statistic=None, *, groups=None, seeds=False) -> Control:
         """A control measured on the same sequences: its own interval and the paired difference's.
 
         values, control_values: (m,) the estimate's and the control's values, row by row on the same
         sequences (one per sequence, or per token with ``groups`` naming each row's sequence);
         statistic: array -> number (default the mean). The claim's estimate must be the same
-        statistic of ``values`` (``helpers.bootstrap(values, statistic, groups=groups)``).
+        statistic of ``values`` (``helpers.bootstrap(values, statistic, groups=groups, seeds=seeds)``).
+        seeds: either may be (m, S), one column per training seed, resampled inside the intervals
+        (:func:`~helpers.methods.intervals.bootstrap`); a control without seeds may stay (m,).
         """
         import numpy as np
 
         statistic = statistic or np.mean
+        control_values = np.asarray(control_values, dtype=float)
+        own_seeds = seeds and control_values.ndim == 2
         return cls(
             what,
-            bootstrap(control_values, statistic, groups=groups),
-            paired_difference(values, control_values, statistic, groups=groups),
+            bootstrap(control_values, statistic, groups=groups, seeds=own_seeds),
+            paired_difference(values, control_values, statistic, groups=groups, seeds=seeds),
         )
 
     @property

@@ -11,7 +11,24 @@ import pandas as pd
 from .scoreboard import claims_frame
 from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS
 
-__all__ = ["records_dir", "record_defects", "load_records", "report_table"]
+__all__ = [
+    "CLAIMS_MIME",
+    "records_dir",
+    "record_name",
+    "record_defects",
+    "load_records",
+    "committed_record",
+    "report_table",
+    "model_comparison",
+    "HOLDING",
+    "COUNTED_APART",
+]
+
+CLAIMS_MIME = "application/vnd.book.claims+json"
+"""The output metadata key under which a chapter's scoreboard output carries its record."""
+# a paper claim "holds" on a model where its direction reproduces; these verdicts decide nothing
+HOLDING = ("reproduced", "in direction only")
+COUNTED_APART = ("premise absent", "too few sequences", "not testable here")
 
 KINDS = ("paper", "finding", "check")
 VERDICTS = {"paper": PAPER_VERDICTS, "finding": FINDING_VERDICTS, "check": CHECK_VERDICTS}
@@ -27,6 +44,14 @@ def records_dir() -> Path:
         if (folder / "_config.yml").is_file() and (folder / "_toc.yml").is_file():
             return folder / "_build" / "claims"
     return Path.home() / ".cache" / "identifiability-book" / "claims"
+
+
+def record_name(chapter: str, model: str) -> str:
+    """The file a chapter's record goes to: ``<chapter>.json``; a run on the paper-scale edition's model
+    (helpers.book.paper_scale) ``<chapter>@<model>.json``, so that both editions' records stand side by side."""
+    from ..model.mpnet_weights import MPNET_MODEL
+
+    return f"{chapter}@{model}.json" if model == MPNET_MODEL else f"{chapter}.json"
 
 
 def record_defects(record: dict) -> list[str]:
@@ -64,6 +89,45 @@ def load_records(folder: str | Path | None = None) -> list[dict]:
     if not folder.is_dir():
         return []
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def committed_record(notebook: str | Path) -> dict:
+    """The claims record a notebook's committed scoreboard output carries (what the chapter wrote when it
+    was executed and committed). Raises when the notebook has none (it was not executed to its end)."""
+    notebook = Path(notebook)
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get(CLAIMS_MIME)
+            if record:
+                return record
+    raise ValueError(f"{notebook}: no committed claims record (execute the notebook to its scoreboard)")
+
+
+def model_comparison(first: list[dict], second: list[dict]) -> pd.DataFrame:
+    """The paper's claims of the chapters both record lists cover, one row each, a column per model.
+
+    first, second: chapter records (``load_records`` / ``committed_record``) of two models. Returns
+    ``chapter, id, claim`` and per model its verdict and ``measured`` figure, and ``holds``: on how
+    many of the two models the claim holds (its verdict one of ``HOLDING``), or ``"apart"`` where
+    either verdict is counted apart (``COUNTED_APART``).
+    """
+
+    def by_id(records):
+        return {(r["chapter"], c["id"]): (r["model"], c) for r in records for c in r["claims"] if c["kind"] == "paper"}
+
+    one, two = by_id(first), by_id(second)
+    rows = []
+    for key in sorted(one.keys() & two.keys()):
+        (model_a, a), (model_b, b) = one[key], two[key]
+        apart = a["verdict"] in COUNTED_APART or b["verdict"] in COUNTED_APART
+        held = (a["verdict"] in HOLDING) + (b["verdict"] in HOLDING)
+        rows.append({
+            "chapter": key[0], "id": key[1], "claim": a["claim"],
+            model_a: a["verdict"], f"{model_a}: figure": a["measured"],
+            model_b: b["verdict"], f"{model_b}: figure": b["measured"],
+            "holds": "apart" if apart else held,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def report_table(records: list[dict]) -> pd.DataFrame:

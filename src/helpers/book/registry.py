@@ -6,7 +6,8 @@ per chapter every claim and finding: its kind, its
 source, the statistic in words, the control and how it is compared (paired, fixed or
 independent), the side, a threshold from the paper, whether a published size is compared
 (its tolerance follows one rule, :meth:`Registry.tolerance`), the minimum sample, and
-whether it is confirmatory (posed before its data was seen) or exploratory. A chapter's
+whether it is confirmatory (posed before its data was seen) or exploratory, and the model property
+it presumes (its premise), if any. A chapter's
 :class:`~helpers.book.claims.Claims` refuses a record the registry does not define, or one
 that departs from its definition. Changing a definition keeps the old one under
 ``deviations`` with the date and the reason; the report lists them.
@@ -28,7 +29,7 @@ REGISTRY_PATH = Path(__file__).with_name("claims_registry")
 STATUSES = ("confirmatory", "exploratory")
 _FIELDS = {
     "kind", "source", "statistic", "control", "comparison", "side", "threshold", "size", "spread",
-    "min_sequences", "status", "registered", "deviations",
+    "min_sequences", "status", "registered", "deviations", "premise",
 }  # fmt: skip
 
 
@@ -58,6 +59,9 @@ class Entry:
     spread: float | None = None  # a tolerance the paper gives (its spread), in place of the rule
     min_sequences: int = MIN_SEQUENCES
     deviations: tuple[dict, ...] = field(default_factory=tuple)
+    # a model property the claim presumes, checked before its result (the chapter passes premise=(holds, what));
+    # where it is absent the verdict is "premise absent", counted apart
+    premise: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ def _entry(chapter: str, id: str, spec: dict) -> Entry:
         spread=None if spec.get("spread") is None else float(spec["spread"]),
         min_sequences=int(spec.get("min_sequences", MIN_SEQUENCES)),
         deviations=deviations,
+        premise=str(spec.get("premise", "") or "").strip(),
     )
 
 

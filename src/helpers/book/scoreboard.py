@@ -381,3 +381,31 @@ def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
             for claim_id in named:
                 sections.setdefault(claim_id, current)
     return sections
+
+
+def model_comparison_html(
+    comparison: pd.DataFrame, links: dict[str, str] | None = None, short: dict[str, str] | None = None
+) -> str:
+    """``records.model_comparison`` as an HTML table: a row per paper claim, per model its verdict (coloured
+    as in the scoreboards) above its figure and interval; chapters by number (``short``), linked (``links``)."""
+    links, short = links or {}, short or {}
+    models = [c for c in comparison.columns if c not in ("chapter", "id", "claim", "holds") and ": figure" not in c]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["chapter", "claim", *models])
+    rows = []
+    for _, row in comparison.iterrows():
+        number = short.get(row["chapter"], row["chapter"])
+        href = links.get(number)
+        chapter = f'<a href="{html.escape(href)}">{html.escape(number)}</a>' if href else html.escape(number)
+        cells = [f"<td>{chapter}</td>", f'<td><span class="id">{html.escape(row["id"])}</span> '
+                 f"{html.escape(row['claim'])}</td>"]  # fmt: skip
+        for model in models:
+            verdict = row[model]
+            cells.append(
+                f'<td class="verdict {VERDICT_CLASS.get(verdict, "none")}">{html.escape(verdict)}'
+                f'<div class="note">{html.escape(str(row[f"{model}: figure"]))}</div></td>'
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<div class="table-scroll"><table class="scoreboard"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )

@@ -31,7 +31,7 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "alternative_family": ("encoder", "refuses causal attention (its alternatives would use future positions)"),
     "NullSpaceExplorer": ("encoder", "refuses causal attention"),
     "rank_sweep": ("both", "ranks of prefixes: what a causal row at that length sees"),
-    "patch_attention": ("encoder", "BERT only; refuses other models"),
+    "patch_attention": ("encoder", "BERT and MPNet; refuses other models"),
     "effective_attention_sweep": ("encoder", "refuses a decoder (one null space per row); see sink_sweep"),
     "collect_hidden_tokens": (
         "both",

@@ -8,15 +8,8 @@ One module per chapter family: :mod:`~helpers.drivers.ranks` (chapter 2),
 DataFrames in the book's numbering: ``layer`` 1..L, ``head`` 1..h, ``hidden_state`` 0..L.
 """
 
-from . import (
-    attribution,
-    decoder,
-    effective,
-    embedding_edits,
-    finetuning,
-    identifiability,
-    identifiability_controls,
-    interventions,
-    mixing,
-    ranks,
-)
+# Each submodule is imported when first read (helpers.model.lazy): ``import helpers`` stays light.
+from ..model.lazy import lazy_attributes
+
+__getattr__, __dir__ = lazy_attributes(__name__, __path__)
+del lazy_attributes

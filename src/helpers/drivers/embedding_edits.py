@@ -33,7 +33,14 @@ from ..model.numbering import check_count
 from ..model.progress import progress_bar
 from ..model.text import encode, text_pair_of
 
-__all__ = ["EMBEDDING_ROLES", "ORDINARY_TOKENS", "effective_rows", "embedding_changes", "mean_embedding"]
+__all__ = [
+    "EMBEDDING_ROLES",
+    "ORDINARY_TOKENS",
+    "cosine_distance",
+    "effective_rows",
+    "embedding_changes",
+    "mean_embedding",
+]
 
 EMBEDDING_ROLES = ("[CLS]", "[SEP]", "ordinary token")
 ORDINARY_TOKENS = 8  # ordinary tokens zeroed per text, one at a time
@@ -71,6 +78,14 @@ def _positions(input_ids: torch.Tensor, tokenizer, generator: torch.Generator, o
     return [("[CLS]", 0), ("[SEP]", ids.index(sep))] + [("ordinary token", others[k]) for k in picks]
 
 
+def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """1 - cos(a, b) for two (d,) vectors, computed as half the squared distance of the unit vectors in float64:
+    the same number, but never below zero (1 - cos in float32 falls below zero by rounding when the two
+    vectors nearly coincide, and its logarithm is then undefined)."""
+    a, b = a.double(), b.double()
+    return float(0.5 * (a / a.norm() - b / b.norm()).pow(2).sum())
+
+
 def embedding_changes(
     model: PreTrainedModel,
     tokenizer,
@@ -93,7 +108,7 @@ def embedding_changes(
         or "effective rows"), ``role`` (``EMBEDDING_ROLES``, or "every row" for "effective rows";
         ``ordinary`` rows of "ordinary token" per text),
         ``position`` (-1 for "effective rows") and ``distance`` = 1 - cos(edited, unedited
-        ``mean_embedding``).
+        ``mean_embedding``), :func:`cosine_distance`.
     """
     if family_of(model).causal:
         raise UnsupportedModelError(
@@ -119,7 +134,7 @@ def embedding_changes(
             edits.append(("zero value", role, position, PositionEdit.at("zero value", [position])))
         for kind, role, position, edit in edits:
             edited = mean_embedding(model, encoding, edit)
-            distance = 1.0 - float(torch.nn.functional.cosine_similarity(edited, clean, dim=0))
+            distance = cosine_distance(edited, clean)
             rows.append(
                 {"example": name, "n": n, "kind": kind, "role": role, "position": position, "distance": distance}
             )

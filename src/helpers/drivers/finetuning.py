@@ -36,7 +36,7 @@ from ..methods.linalg import DEFAULT_RTOL
 from ..methods.probes import nearest_in_sequence
 from ..methods.tokens import attention_to
 from ..model.capture import capture
-from ..model.checks import check_supported
+from ..model.checks import check_autograd, check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
 from ..model.progress import progress_bar, step_bar
@@ -197,6 +197,7 @@ def fine_tune(
         ``FineTuned``: the classifier (encoder in eval mode), the loss per step and, with
         ``validation``, the per-epoch validation table and the epoch kept.
     """
+    check_autograd("fine_tune")
     check_supported(model)
     train = _check_examples(train, "train")
     check_count(epochs, "epochs")

@@ -3,8 +3,8 @@
 x = word piece + (position + segment) on an encoder, so the naive measure can find a token by its
 position alone, and copies of a word piece tie: ``naive_control_rates`` scores the paper's measure
 beside both parts of x as targets, on all tokens and on the tokens whose piece is unique.
-``seed_hits`` averages, token by token, what maps trained with different seeds identify, so that an
-interval over sequences of those averages holds the seeds' spread as well.
+``seed_hits`` tabulates, token by token, what maps trained with different seeds identify, one column
+per seed, for an interval that resamples the seeds as well as the sequences (``bootstrap(seeds=True)``).
 """
 
 from __future__ import annotations
@@ -79,15 +79,17 @@ def seed_hits(
     distance: str | None = None,
     same_piece: bool = False,
 ) -> np.ndarray:
-    """(N,) per token, the share of ``maps`` (one per training seed) that identify it (``identified``).
+    """(N, S) per token and map (one per training seed): 1.0 if that map identifies it (``identified``).
 
     The maps must be of one kind, loss and training hidden state; ``hidden_state`` (default: theirs),
     ``distance`` and ``same_piece`` are passed to :func:`~helpers.drivers.identifiability.identified`.
-    Averaging over seeds before the bootstrap over sequences puts the seeds inside the interval.
+    The mean over axis 1 is the share of the seeds that identify each token; pass the table whole to
+    ``helpers.bootstrap(..., seeds=True)`` to put the seeds inside the interval (averaging them first
+    would leave the seed-to-seed spread out of it).
     """
     if len(maps) == 0:
         raise ValueError("No maps given: pass one fitted map per seed.")
     if len({(m.kind, m.loss, m.hidden_state, m.offset) for m in maps}) != 1:
         raise ValueError("The maps differ in kind, loss, hidden state or offset; give one map per seed of one fit.")
     found = [identified(m, tokens, hidden_state, distance, same_piece).cpu().numpy() for m in maps]
-    return np.mean(found, axis=0)
+    return np.stack(found, axis=1).astype(float)

@@ -22,6 +22,7 @@ from ..methods.nullspace import (
     check_matrices,
     null_direction,
     random_values,
+    rank_ties,
     ranks_of,
     row_total_variation,
     step_range,
@@ -61,8 +62,10 @@ def rank_sweep(
 
     Returns one row per (encoding, n, layer, head) with columns ``example`` (the
     encoding's index in ``encodings``), ``n, layer, head, rank_<name>`` for each requested matrix, and
-    ``null_dim_<name> = n - rank_<name>``. ``n`` is the prefix length, layers
-    count 1..L and heads 1..h.
+    ``null_dim_<name> = n - rank_<name>``; with both "V" and "T", also ``tie``: a singular value of V
+    lies so close to the tolerance that rank(T) may differ from rank(V) by the threshold alone
+    (:func:`~helpers.methods.nullspace.rank_ties`). ``n`` is the prefix length, layers count 1..L and
+    heads 1..h.
     """
     lengths = list(lengths)
     lengths = sorted({check_integer(length, "each of lengths (a token count)", 2) for length in lengths})
@@ -86,6 +89,7 @@ def rank_sweep(
     for example, length in progress_bar(jobs, "rank sweep", progress):
         internals = capture(model, prefix_encoding(encodings[example], length))
         ranks = ranks_of(internals, matrices, rtol)
+        ties = rank_ties(internals, rtol) if {"V", "T"} <= set(matrices) else None
         L, h = internals.num_layers, internals.heads
         for layer in range(L):
             for head in range(h):
@@ -93,6 +97,8 @@ def rank_sweep(
                 for name, value in ranks.items():
                     row[f"rank_{name}"] = int(value[layer, head])
                     row[f"null_dim_{name}"] = length - int(value[layer, head])
+                if ties is not None:
+                    row["tie"] = bool(ties[layer, head])
                 rows.append(row)
     return pd.DataFrame(rows)
 

@@ -20,26 +20,8 @@ A method never loads a model, runs a corpus or draws.
 * :mod:`~helpers.methods.reference`: slow, obviously correct versions the tests compare against.
 """
 
-from . import (
-    attribution,
-    captured,
-    causal,
-    decomposition,
-    distributions,
-    effective,
-    heads,
-    hidden_tokens,
-    interventions,
-    jacobians,
-    keys,
-    linalg,
-    lp_bounds,
-    mixing,
-    nullspace,
-    probe_training,
-    probes,
-    reference,
-    rollout,
-    tokens,
-    word_classes,
-)
+# Each submodule is imported when first read (helpers.model.lazy): ``import helpers`` stays light.
+from ..model.lazy import lazy_attributes
+
+__getattr__, __dir__ = lazy_attributes(__name__, __path__)
+del lazy_attributes

@@ -27,7 +27,7 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import LINEARISED_ENCODERS, check_supported, check_tensor, float32_model
+from ..model.checks import LINEARISED_ENCODERS, check_autograd, check_supported, check_tensor, float32_model
 from ..model.numbering import check_count, check_integer, check_seed, layer_index
 from ..model.text import check_encoding
 from . import decoder_jacobians, jacobians, linearised, linearised_decoder
@@ -167,7 +167,9 @@ def hidden_token_attribution(
             layers out of range.
         TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
         UnsupportedModelError: neither a BERT or MPNet encoder with eager attention nor a Llama or Qwen2 decoder.
+        RuntimeError: called under ``torch.inference_mode()`` (the Jacobians need autograd; ``no_grad`` is fine).
     """
+    check_autograd("hidden_token_attribution")
     decoder = getattr(getattr(model, "config", None), "model_type", None) in linearised_decoder.DECODER_FAMILIES
     if not decoder:
         check_supported(model, LINEARISED_ENCODERS)  # BERT, or MPNet (its position bias is in the linearisation)

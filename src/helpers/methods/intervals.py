@@ -11,6 +11,14 @@ The seed is fixed, so the interval of the same numbers is the same on every run.
     removed = table.groupby("example").removed.mean()          # one value per text
     helpers.bootstrap(removed)                                  # mean, 95% interval
     helpers.bootstrap(table.own, groups=table.example, statistic=np.median)  # pooled tokens
+    helpers.bootstrap(hits, seeds=True)     # hits: (texts, seeds), one column per trained map
+
+A figure that depends on a training seed (a fitted probe, a fine-tuned model) varies with the seed as
+well as with the sequences. With ``seeds=True`` axis 1 of the values holds one column per seed; each
+draw then also draws the seed columns with replacement (the same columns for every sequence, since
+one seed's model meets every sequence: seeds and sequences are crossed) and averages over them before
+the statistic, so the interval carries the seed-to-seed spread as well (a two-way bootstrap; with 3
+seeds the seed draw has 10 distinct outcomes, so the interval is rough, but no longer blind to seeds).
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ def bootstrap(
     statistic: Callable[[np.ndarray], float] = np.mean,
     *,
     groups: Sequence | np.ndarray | None = None,
+    seeds: bool = False,
     resamples: int = RESAMPLES,
     level: float = LEVEL,
     seed: int = 0,
@@ -78,6 +87,9 @@ def bootstrap(
     A list of 1-D arrays (one per sequence) is read the same way.
     statistic: array -> number, applied along the first axis (np.mean, np.median,
     or a function of an (m, k) array such as a difference of two columns).
+    seeds: values are (m, S) or (m, S, k), one column per training seed (S >= 2); the figure is the
+    statistic of the mean over the seeds, (m,) or (m, k), and each draw resamples the seeds too (see
+    the module's text). ``seed`` is the bootstrap's own random seed, not a training seed.
     Returns an :class:`Estimate`; needs at least two sequences.
     """
     if isinstance(values, (list, tuple)) and values and np.ndim(values[0]) >= 1 and groups is None:
@@ -102,15 +114,23 @@ def bootstrap(
     count = data.shape[0] if members is None else len(members)
     if count < 2:
         raise ValueError(f"an interval over sequences needs at least 2 sequences, got {count}")
-    value = float(statistic(data))
+    if seeds:
+        if data.ndim not in (2, 3):
+            raise ValueError(f"with seeds=True values must be (m, seeds) or (m, seeds, k); got shape {data.shape}")
+        if data.shape[1] < 2:
+            raise ValueError(f"with seeds=True axis 1 holds the seeds and needs at least 2; got {data.shape[1]}")
+    value = float(statistic(data.mean(axis=1) if seeds else data))
     if not np.isfinite(value):
         raise ValueError(f"the statistic of the data is {value}: nothing to put an interval on")
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, count, size=(int(resamples), count))
+    if seeds:  # the seed columns from a generator of their own: the sequence draws stay those of seeds=False
+        columns = np.random.default_rng([seed, 1]).integers(0, data.shape[1], size=(int(resamples), data.shape[1]))
     stats = np.empty(int(resamples))
     for r, chosen in enumerate(draws):
         index = chosen if members is None else np.concatenate([members[c] for c in chosen])
-        stats[r] = statistic(data[index])
+        sample = data[index]
+        stats[r] = statistic(sample[:, columns[r]].mean(axis=1) if seeds else sample)
     tail = (1 - level) / 2
     low, high = np.nanquantile(stats, [tail, 1 - tail])
     return Estimate(value, float(low), float(high), count, level)
@@ -122,6 +142,7 @@ def paired_difference(
     statistic: Callable[[np.ndarray], float] = np.mean,
     *,
     groups: Sequence | np.ndarray | None = None,
+    seeds: bool = False,
     resamples: int = RESAMPLES,
     level: float = LEVEL,
     seed: int = 0,
@@ -133,11 +154,24 @@ def paired_difference(
     same sequences for both, so what the sequences share (their length, their topic) cancels:
     the interval is that of the paired difference, narrower than the two marginal intervals
     whenever the two figures move together over sequences. Same seed, same draws as
-    :func:`bootstrap`.
+    :func:`bootstrap`. With ``seeds``, either may be (m, S), one column per training seed (a figure
+    without a seed, (m,), is the same in every column); seed column s of the two is drawn together.
     """
     values = np.asarray(values, dtype=float)
     control = np.asarray(control, dtype=float)
-    if values.ndim != 1 or values.shape != control.shape:
+    if seeds:
+        if values.ndim not in (1, 2) or control.ndim not in (1, 2) or values.shape[0] != control.shape[0]:
+            raise ValueError(
+                f"values and control must be (m,) or (m, seeds) over the same rows; got {values.shape} and {control.shape}"
+            )
+        widths = [a.shape[1] for a in (values, control) if a.ndim == 2]
+        if not widths:
+            raise ValueError("seeds=True but neither values nor control has a seed axis (m, seeds)")
+        width = widths[0]
+        values, control = (a if a.ndim == 2 else np.repeat(a[:, None], width, axis=1) for a in (values, control))
+        if values.shape != control.shape:
+            raise ValueError(f"values and control have different seed counts: {values.shape} and {control.shape}")
+    elif values.ndim != 1 or values.shape != control.shape:
         raise ValueError(
             f"values and control must be (m,) arrays over the same rows; got {values.shape} and {control.shape}"
         )
@@ -148,9 +182,10 @@ def paired_difference(
         return float(statistic(pair[:, 0]) - statistic(pair[:, 1]))
 
     return bootstrap(
-        np.stack([values, control], axis=1),
+        np.stack([values, control], axis=-1),
         difference,
         groups=groups,
+        seeds=seeds,
         resamples=resamples,
         level=level,
         seed=seed,
@@ -158,23 +193,27 @@ def paired_difference(
 
 
 def per_sequence_slopes(values, groups, states: Sequence[float]) -> np.ndarray:
-    """(G,) per sequence, the least-squares slope of its mean value over ``states``: what ``bootstrap`` resamples
+    """Per sequence, the least-squares slope of its mean value over ``states``: what ``bootstrap`` resamples
     for a trend.
 
-    values: (N, S), item n's value (e.g. identified or not) at the s-th of ``states``; groups: (N,) the
-    sequence of each item (G distinct values, in sorted order).
+    values: (N, S) item n's value (e.g. identified or not) at the s-th of ``states``, or (N, seeds, S)
+    with one column per training seed; groups: (N,) the sequence of each item (G distinct values, in
+    sorted order). Returns (G,), or (G, seeds) for ``bootstrap(..., seeds=True)``.
     """
     values = np.asarray(values, dtype=float)
     states = np.asarray(states, dtype=float)
-    if values.ndim != 2 or values.shape[1] != len(states):
-        raise ValueError(f"values must be (N, {len(states)}), one column per state; got {values.shape}.")
+    if values.ndim not in (2, 3) or values.shape[-1] != len(states):
+        raise ValueError(
+            f"values must be (N, {len(states)}) or (N, seeds, {len(states)}), one column per state; got {values.shape}."
+        )
     if len(states) < 2:
         raise ValueError("a slope needs at least two states.")
     groups = np.asarray(groups)
     if groups.shape != (values.shape[0],):
         raise ValueError(f"groups must be (N,) = ({values.shape[0]},); got {groups.shape}.")
     _, index = np.unique(groups, return_inverse=True)
-    sums = np.zeros((index.max() + 1, values.shape[1]))
+    sums = np.zeros((index.max() + 1, *values.shape[1:]))
     np.add.at(sums, index, values)
-    means = sums / np.bincount(index)[:, None]  # (G, S)
-    return np.polyfit(states, means.T, 1)[0]
+    means = sums / np.bincount(index).reshape(-1, *[1] * (values.ndim - 1))  # (G, [seeds,] S)
+    slopes = np.polyfit(states, means.reshape(-1, len(states)).T, 1)[0]
+    return slopes.reshape(means.shape[:-1])

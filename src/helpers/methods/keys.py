@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..model.checks import check_autograd
 from ..model.numbering import check_count, check_integer
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 from .nullspace import check_attention_and_values, with_ones
@@ -149,6 +150,7 @@ def producible_dimension(
     float64 (n^2 x 2 n d_v entries: small cases only, up to ``max_entries``).
     Directions that leave the centred logits unchanged leave A unchanged too.
     """
+    check_autograd("producible_dimension (its Jacobians)")
     _check_qk(Q, K, T)
     n, d_v = Q.shape
     if n * n * 2 * n * d_v > max_entries:
@@ -257,6 +259,7 @@ def producible_alternative(
     optimisation precision: read ``output_error`` before trusting it.
     Deterministic (no randomness): the start is the head's own (Q, K).
     """
+    check_autograd("producible_alternative (its L-BFGS search)")
     _check_qk(Q, K, T)
     if not isinstance(target, torch.Tensor) or target.shape != (Q.shape[0], Q.shape[0]):
         raise ValueError(f"target must be an (n, n) tensor with n = {Q.shape[0]}.")

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from ..model.capture_mpnet import mpnet_position_bias
+from ..model.checks import check_autograd
 from ..model.internals import attention_parts
 
 __all__ = ["LinearisedBlock", "LinearisedBert", "linearise", "check_reproduces"]
@@ -110,6 +111,7 @@ def linearise(
     Raises:
         ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
     """
+    check_autograd("linearise (the activation slopes)")
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be one sequence of input embeddings (n, d); got {got}.")

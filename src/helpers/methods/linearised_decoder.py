@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..model.checks import UnsupportedModelError
+from ..model.checks import UnsupportedModelError, check_autograd
 from ..model.families import linear_bias, linear_weight
 from .linearised import check_reproduces
 
@@ -162,6 +162,7 @@ def linearise_decoder(
         UnsupportedModelError: not a Llama or Qwen2 model, or a variant this code does not implement.
         ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
     """
+    check_autograd("linearise_decoder (the activation slopes)")
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in DECODER_FAMILIES:
         raise UnsupportedModelError(

@@ -64,7 +64,7 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import check_supported, float32_model
+from ..model.checks import check_autograd, check_supported, float32_model
 from ..model.internals import Internals
 from ..model.numbering import check_integer, layer_index
 from ..model.text import check_encoding, check_single_sequence
@@ -252,6 +252,7 @@ def local_hta(
     tangents per token. The tangents run through the same linearised layers as HTA
     (``jacobians.layer_tangents``), one layer at a time.
     """
+    check_autograd("local_hta")
     check_supported(model)
     check_encoding(model, encoding)
     if samples is not None:
@@ -328,6 +329,7 @@ def context_mixing(
         ValueError: unknown measure or option, rollout where undefined, a padded or batched
             encoding, a sequence too long for the model.
         UnsupportedModelError: not a BERT encoder with eager attention.
+        RuntimeError: ``hta`` or ``grad_input`` under ``torch.inference_mode()`` (they need autograd).
     """
     if measure not in MEASURES:
         raise ValueError(f"Unknown measure {measure!r}; choose one of {MEASURES}.")
@@ -343,6 +345,8 @@ def context_mixing(
         aggregation = check_aggregation(measure, aggregation)
     check_supported(model)
     check_encoding(model, encoding)
+    if measure in GLOBAL_MEASURES:  # linearised through the model: autograd, so not under inference_mode
+        check_autograd(f"context_mixing(measure={measure!r})")
     if measure == "hta":
         hta = check_hta_options(model, options)
     elif measure == "grad_input" and options:

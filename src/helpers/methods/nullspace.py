@@ -62,6 +62,23 @@ def ranks_of(
     }
 
 
+def rank_ties(internals: Internals, rtol: float = DEFAULT_RTOL) -> torch.Tensor:
+    """Per layer and head, whether rank(T) may differ from rank(V) at tolerance ``rtol``: (L, h) bool.
+
+    T = V H with H (d_v, d) of full row rank, so each singular value of T lies between that of V times
+    sigma_min(H) and times sigma_max(H), and each ratio sigma_i / sigma_1 of T within a factor
+    kappa(H) = sigma_max(H) / sigma_min(H) of V's. The two numerical ranks can therefore differ only
+    where a ratio of V lies within that factor of the tolerance: (rtol / kappa, rtol * kappa]. True
+    marks such a tie at the threshold (neither rank is wrong); elsewhere rank(T) = rank(V) is an identity.
+    """
+    S_V = torch.linalg.svdvals(internals.V.double())  # (L, h, min(n, d_v))
+    S_H = torch.linalg.svdvals(internals.H.double())  # (L, h, d_v)
+    kappa = S_H[..., 0] / S_H[..., -1]
+    ratios = S_V / S_V[..., :1]
+    low, high = (rtol / kappa)[..., None], (rtol * kappa)[..., None]
+    return ((ratios > low) & (ratios <= high)).any(dim=-1)
+
+
 # --------------------------------------------------------------------------- principal angles
 
 

@@ -1,22 +1,20 @@
 """Token identifiability: maps from hidden tokens back to input tokens (paper section 4).
 
 A map ``g`` sends the hidden token ``e_i^l`` of hidden state ``l`` (0..L, 0 = the embedding output) to input space;
-token i is *identified* when, among the input tokens ``x_j`` of its own
-sequence, the nearest to ``g(e_i^l)`` is ``x_i``. The identifiability rate is
-the fraction of tokens identified. Three maps, two losses, the distance of
+token i is *identified* when, among the input tokens ``x_j`` of its own sequence, the nearest to ``g(e_i^l)`` is
+``x_i``. The identifiability rate is the fraction of tokens identified. Three maps, two losses, the distance of
 the nearest-neighbour search matching the loss:
 
     naive    g(e) = e                          (no training)
     linear   g(e) = z W + b,  z = standardised e    L2: closed-form least squares
              cosine: least squares onto unit-length targets, then seeded Adam
-    mlp      g(e) = z W + b + relu(z W1 + b1) W2 + b2   (width 256, started at the
-             linear fit; seeded mini-batch Adam)
+    mlp      g(e) = z W + b + relu(z W1 + b1) W2 + b2   (width 256, from the linear fit; seeded mini-batch Adam)
 
 Adam runs fixed epochs, or until a held-out rule stops it (``fit_token_map(validation=...)``,
-:mod:`~helpers.methods.probe_training`). Train and test sets are split by sequence, never by
-token (``split_by_sequence``), so no sequence contributes tokens to both. The experiments over hidden states
-(``probe_layers``, ``generalisation_matrix``, ``fraction_curve``, ``neighbour_rates``) are
-in :mod:`helpers.drivers.identifiability`.
+:mod:`~helpers.methods.probe_training`). Train and test sets are split by sequence, never by token
+(``split_by_sequence``), so no sequence contributes tokens to both. A fit on fewer tokens than dimensions warns
+(``InputWarning``). The experiments over hidden states (``probe_layers``, ``generalisation_matrix``,
+``fraction_curve``, ``neighbour_rates``) are in :mod:`helpers.drivers.identifiability`.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from ..model.checks import check_enough_tokens
 from ..model.corpus import Split
 from ..model.numbering import check_seed, hidden_state_index
 from .hidden_tokens import HiddenTokens
@@ -184,6 +183,7 @@ def fit_map(
                 f"The naive map is the identity: it needs hidden and input tokens of one size, got {hidden.shape[1]} and {targets.shape[1]}."
             )
         return TokenMap(kind, loss, nn.Identity())
+    check_enough_tokens(hidden.shape[0], hidden.shape[1], f"The {kind} map")
     aim = nn.functional.normalize(targets, dim=-1) if loss == "cosine" else targets  # cosine: directions only
     mean, std, solution = _least_squares(hidden, aim, ridge)
     with torch.random.fork_rng(devices=[]):

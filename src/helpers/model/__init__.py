@@ -13,4 +13,8 @@
   :mod:`~helpers.model.checks`: the input checks every floor shares.
 """
 
-from . import capture, checks, corpus, decoder, families, internals, loaded, loading, numbering, patching, text
+# Each submodule is imported when first read (helpers.model.lazy): ``import helpers`` stays light.
+from .lazy import lazy_attributes
+
+__getattr__, __dir__ = lazy_attributes(__name__, __path__)
+del lazy_attributes

@@ -29,8 +29,16 @@ from torch import nn
 from transformers import BatchEncoding, PreTrainedModel
 
 from .capture_mpnet import capture_mpnet
-from .checks import check_supported, float32_model
-from .families import UnsupportedFamilyError, family_of, layer_modules, output_projection, submodule, value_projection
+from .checks import UnsupportedModelError, check_encoding_type, check_special_tokens, check_supported, float32_model
+from .families import (
+    FAMILIES,
+    UnsupportedFamilyError,
+    family_of,
+    layer_modules,
+    output_projection,
+    submodule,
+    value_projection,
+)
 from .internals import Internals, head_weights
 from .text import check_encoding, check_single_sequence
 
@@ -112,9 +120,25 @@ def register() -> str:
     return CAPTURE
 
 
+# families whose attention never goes through transformers' AttentionInterface
+INLINE_ATTENTION = ("mpnet",)
+
+
 @contextlib.contextmanager
 def _attention_function(model: nn.Module) -> Iterator[None]:
-    """Within the block, ``model`` runs this module's attention function; its own is restored afterwards."""
+    """Within the block, ``model`` runs this module's attention function; its own is restored afterwards.
+
+    Raises UnsupportedModelError for a model that computes attention inline instead of through
+    transformers' AttentionInterface (MPNet): the function would never be called, and a recording
+    would silently hold nothing (``editing`` takes MPNet through :func:`_mpnet_attention`).
+    """
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type in INLINE_ATTENTION:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} ({model_type}) computes its attention inside its own self-attention module, "
+            "not through transformers' AttentionInterface, so a recording cannot reach it "
+            "(helpers.model.capture.recording); capture works on it through its own path."
+        )
     register()
     previous = model.config._attn_implementation
     try:
@@ -122,6 +146,43 @@ def _attention_function(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.set_attn_implementation(previous)
+
+
+@contextlib.contextmanager
+def _mpnet_attention(model: nn.Module) -> Iterator[None]:
+    """Within the block, each MPNetSelfAttention of ``model`` computes its attention as transformers does
+    (scaled scores plus the relative-position bias, softmax) and then applies the innermost edit to
+    ``A`` and the values before the product and the output projection. Its own forward is restored after."""
+    import math
+    import types
+
+    modules = [layer.attention.attn for layer in model.encoder.layer]
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs):
+        shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
+        q = self.q(hidden_states).view(shape).transpose(1, 2)  # (B, h, n, d_v)
+        k = self.k(hidden_states).view(shape).transpose(1, 2)
+        v = self.v(hidden_states).view(shape).transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.attention_head_size)
+        if position_bias is not None:
+            scores = scores + position_bias
+        if attention_mask is not None:
+            scores = scores + attention_mask
+        A = self.dropout(torch.softmax(scores, dim=-1))
+        if _editors:
+            A, v = _editors[-1](self, A, v)
+        c = (A @ v).permute(0, 2, 1, 3).reshape(*hidden_states.shape[:-1], self.all_head_size)
+        o = self.o(c)
+        return (o, A) if output_attentions else (o,)
+
+    for index, module in enumerate(modules):
+        module.layer_idx = index  # what an edit reads to know its layer, as on the other families
+        module.forward = types.MethodType(forward, module)
+    try:
+        yield
+    finally:
+        for module in modules:
+            del module.forward  # back to the class's own
 
 
 @contextlib.contextmanager
@@ -136,8 +197,12 @@ def editing(model: nn.Module, edit) -> Iterator[None]:
         raise TypeError(f"edit must be callable (module, A, values) -> (A, values); got {type(edit).__name__}.")
     _editors.append(edit)
     try:
-        with _attention_function(model):
-            yield
+        if getattr(getattr(model, "config", None), "model_type", None) == "mpnet":
+            with _mpnet_attention(model):
+                yield
+        else:
+            with _attention_function(model):
+                yield
     finally:
         _editors.pop()
 
@@ -170,10 +235,17 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
     A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
 
     Raises:
+        TypeError: ``encoding`` is not an encoding (the text itself, a bare tensor): use ``helpers.encode``.
         UnsupportedModelError, ValueError: wrong model or encoding (``helpers.model.text.check_encoding``:
         padding, ids outside the vocabulary or the token types, too long).
+
+    Warns:
+        InputWarning: an encoder's encoding without the special tokens its tokenizer adds ([CLS] ... [SEP]).
     """
+    check_encoding_type(encoding)
     model_type = getattr(getattr(model, "config", None), "model_type", None)
+    family = FAMILIES.get(model_type)
+    check_special_tokens(encoding, getattr(model, "config", None), causal=family is not None and family.causal)
     if model_type == "mpnet":
         return capture_mpnet(model, encoding)  # attention computed inline, with a position bias
     if model_type != "bert":

@@ -5,8 +5,14 @@ Every floor above calls these at its entry points; a method trusts what they che
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable, Mapping
+
 import torch
 from transformers import PreTrainedModel
+
+UNKNOWN_SHARE = 0.25  # more of a text's tokens than this unknown to the tokenizer: it does not fit the text
+ENCODE_HINT = "helpers.encode(tokenizer, text, model=model)"
 
 SUPPORTED_MODEL_TYPES = ("bert",)
 # the post-norm encoders with a layer-by-layer path (capture, finish_layer, the linearised forward):
@@ -20,6 +26,133 @@ class ModelLoadError(RuntimeError):
 
 class UnsupportedModelError(ValueError):
     """The model is not one the helpers can take apart (BERT family, eager attention)."""
+
+
+class InputWarning(UserWarning):
+    """Input the helpers can run, but probably not what was meant (unknown tokens, no special tokens, too few
+    tokens to fit a map); filter it with ``warnings.filterwarnings("ignore", category=InputWarning)``."""
+
+
+def check_encoding_type(encoding) -> None:
+    """Raise a TypeError naming ``helpers.encode`` unless ``encoding`` is a mapping whose ``input_ids`` is a
+    tensor (what ``helpers.encode`` and ``tokenizer(..., return_tensors="pt")`` give); shapes are checked after.
+
+    Catches the careless inputs that would otherwise fail deep inside: the text itself, a bare tensor or list
+    of token ids, the tokenizer's plain lists (no ``return_tensors="pt"``)."""
+    if isinstance(encoding, str):
+        shown = encoding if len(encoding) <= 40 else encoding[:37] + "..."
+        raise TypeError(
+            f"Expected an encoding of the text, got the text itself ({shown!r}): encode it with {ENCODE_HINT}."
+        )
+    if isinstance(encoding, torch.Tensor) or not isinstance(encoding, Mapping):
+        raise TypeError(
+            f"Expected an encoding (a BatchEncoding with input_ids, attention_mask, ...), got a bare "
+            f"{type(encoding).__name__}: encode the text with {ENCODE_HINT}, or wrap token ids (1, n) as "
+            "{'input_ids': ids}."
+        )
+    if "input_ids" not in encoding:
+        raise TypeError(
+            f"The encoding has no input_ids (keys: {sorted(encoding)}); encode the text with {ENCODE_HINT}."
+        )
+    if not isinstance(encoding["input_ids"], torch.Tensor):
+        raise TypeError(
+            f"The encoding's input_ids are a {type(encoding['input_ids']).__name__}, not a tensor: call the tokenizer "
+            f'with return_tensors="pt", or encode the text with {ENCODE_HINT}.'
+        )
+
+
+def check_autograd(what: str) -> None:
+    """Raise before any work when ``what`` needs autograd and ``torch.inference_mode()`` is on.
+
+    Inference mode switches autograd off in a way ``torch.enable_grad()`` cannot undo, so a method that
+    differentiates through the model (HTA, gradient x input, a linearised pass, training) would fail deep
+    inside with torch's "element 0 of tensors does not require grad". ``torch.no_grad()`` is fine.
+    """
+    if torch.is_inference_mode_enabled():
+        raise RuntimeError(
+            f"{what} differentiates through the model, which torch.inference_mode() forbids (torch.enable_grad "
+            "cannot undo it): call it outside the `with torch.inference_mode():` block. torch.no_grad() is fine."
+        )
+
+
+def _first_set(config, names: Iterable[str]) -> int | None:
+    values = [getattr(config, name, None) for name in names]
+    return next((int(value) for value in values if isinstance(value, int)), None)
+
+
+def check_special_tokens(encoding, config, causal: bool) -> None:
+    """Warn (:class:`InputWarning`) when an encoder's encoding lacks the special tokens its tokenizer adds
+    (``[CLS] ... [SEP]``, ``<s> ... </s>``); raise when it holds nothing else (``tokenizer("")``).
+
+    ``encoding``: one sequence, input_ids ``(1, n)``. A fast tokenizer's encoding records which tokens it
+    added (``special_tokens_mask``); otherwise the first and last ids are compared with the config's
+    ``bos_token_id`` / ``eos_token_id`` where it has them (RoBERTa, MPNet, ALBERT; BERT's config names none,
+    so a hand-made BERT encoding is not checked). Decoders (``causal``) are not checked: many add no
+    beginning-of-sequence token.
+    """
+    if causal:
+        return
+    made = getattr(encoding, "encodings", None)
+    if made:
+        special = made[0].special_tokens_mask
+        if special and all(special):
+            raise ValueError(
+                f"The encoding holds only special tokens: the text was empty. Encode words with {ENCODE_HINT}."
+            )
+        missing = not any(special)
+    else:
+        ids = encoding["input_ids"].reshape(-1)
+        start, end = (
+            _first_set(config, ("cls_token_id", "bos_token_id")),
+            _first_set(config, ("sep_token_id", "eos_token_id")),
+        )
+        if start is None or end is None or len(ids) == 0:
+            return
+        missing = int(ids[0]) != start or int(ids[-1]) != end
+    if missing:
+        warnings.warn(
+            f"The encoding lacks the special tokens the model was trained with (e.g. [CLS] ... [SEP] or <s> ... </s>; "
+            f"tokenized with add_special_tokens=False?): every hidden state differs from the model's usual input. "
+            f"Encode with {ENCODE_HINT}.",
+            InputWarning,
+            stacklevel=3,
+        )
+
+
+def check_unknown_tokens(input_ids: torch.Tensor, unk_token_id: int | None, special_ids: Iterable[int] = ()) -> None:
+    """Warn (:class:`InputWarning`) when over ``UNKNOWN_SHARE`` of a text's tokens are the tokenizer's unknown
+    token: a tokenizer that does not fit the text or the model (e.g. a cased tokenizer on an uncased model).
+
+    input_ids: ``(..., n)``; ``special_ids``: the tokenizer's special ids, left out of the count
+    (``tokenizer.all_special_ids``); ``unk_token_id`` None: the tokenizer has no unknown token, nothing to check.
+    """
+    if unk_token_id is None:
+        return
+    ids = input_ids.reshape(-1)
+    others = torch.tensor(sorted(set(special_ids) - {unk_token_id}), dtype=ids.dtype, device=ids.device)
+    text = ids[~torch.isin(ids, others)]
+    unknown = int((text == unk_token_id).sum())
+    if len(text) and unknown > UNKNOWN_SHARE * len(text):
+        warnings.warn(
+            f"{unknown} of the text's {len(text)} tokens are the tokenizer's unknown token (id {unk_token_id}): the "
+            "model sees none of those words. Is it the model's own tokenizer (a cased one on an uncased model?), "
+            "the one load_model returns?",
+            InputWarning,
+            stacklevel=3,
+        )
+
+
+def check_enough_tokens(tokens: int, dimensions: int, what: str) -> None:
+    """Warn (:class:`InputWarning`) when ``what`` is fitted on fewer ``tokens`` (rows) than ``dimensions``:
+    the least-squares fit is underdetermined and generalises poorly (a trained map can then score below the
+    naive one)."""
+    if tokens < dimensions:
+        warnings.warn(
+            f"{what} is fitted on {tokens} tokens, fewer than their {dimensions} dimensions: the fit is "
+            "underdetermined and generalises poorly (it can score below the naive map). Train on more sequences.",
+            InputWarning,
+            stacklevel=3,
+        )
 
 
 def check_supported(model: PreTrainedModel, model_types: tuple[str, ...] = SUPPORTED_MODEL_TYPES) -> None:

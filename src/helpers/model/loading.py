@@ -232,3 +232,36 @@ def describe(model: PreTrainedModel, name: str | None = None) -> Architecture:
         kv_heads=kv_heads if kv_heads is not None and kv_heads != cfg.num_attention_heads else None,
         causal=getattr(cfg, "model_type", None) in CAUSAL_MODEL_TYPES,
     )
+
+
+POOLING_MODES = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens"}
+
+
+def sentence_pooling(model: PreTrainedModel) -> str | None:
+    """How the checkpoint reads one vector for a whole input: ``"cls"``, ``"mean"`` or ``"max"`` from a
+    sentence-transformers pooling configuration (``1_Pooling/config.json`` beside the weights), or
+    ``None`` where the checkpoint ships none (a plain pretrained encoder such as bert-base-uncased,
+    whose [CLS] was trained by next-sentence prediction) or its folder is not on this machine.
+
+    A premise check of the paper's [CLS] claims: a mean-pooled sentence encoder never trained its
+    start token to summarise the input.
+    """
+    name = str(getattr(model.config, "_name_or_path", "") or "")
+    if name in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+        folder = bundled_model_dir()
+    elif name in (MPNET_MODEL, f"sentence-transformers/{MPNET_MODEL}"):
+        folder = mpnet_model_dir()
+    elif name and Path(name).is_dir():
+        folder = Path(name)
+    else:
+        return None
+    config = folder / "1_Pooling" / "config.json"
+    if not config.is_file():
+        return None
+    import json
+
+    modes = json.loads(config.read_text())
+    chosen = [mode for mode, key in POOLING_MODES.items() if modes.get(key)]
+    if len(chosen) != 1:
+        raise ValueError(f"{config}: expected one pooling mode of {sorted(POOLING_MODES)}, found {chosen or 'none'}.")
+    return chosen[0]

@@ -1,4 +1,4 @@
-"""Run a BERT model with one head's attention probabilities replaced.
+"""Run a BERT or MPNet model with one head's attention probabilities replaced.
 
 ``patch_attention(model, layer, head, A_new)`` is a context manager. Inside
 it, every forward pass of the model recomputes that head's output as
@@ -9,9 +9,13 @@ LayerNorm, feed-forward and every later layer run on the patched head. The
 model's own ``attentions`` output (``output_attentions=True``) shows A_new
 for that head, so ``helpers.capture`` inside the context sees the patch too.
 
-Mechanism: a forward hook on the layer's ``BertSelfAttention`` module,
+Mechanism (BERT): a forward hook on the layer's ``BertSelfAttention`` module,
 registered with ``prepend=True`` so it runs before the hook transformers
-uses to record attentions. The hook is removed on exit, even on error.
+uses to record attentions. MPNet projects the heads inside its
+``MPNetSelfAttention`` (``o``), so there a pre-hook on ``o`` rewrites the
+head's columns of the concatenated outputs, and a forward hook on the
+module shows A_new in the attentions it returns. The hooks are removed on
+exit, even on error.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from .checks import check_supported
+from .checks import LINEARISED_ENCODERS, check_supported
 from .numbering import head_index, layer_index
 from .progress import progress_bar
 from .text import check_encoding
@@ -40,7 +44,7 @@ class AttentionPatch:
 
 
 def _check_patch(model: PreTrainedModel, layer: int, head: int, attention: torch.Tensor) -> None:
-    check_supported(model)
+    check_supported(model, LINEARISED_ENCODERS)
     layer_index(layer, model.config.num_hidden_layers)
     head_index(head, model.config.num_attention_heads)
     if not isinstance(attention, torch.Tensor):
@@ -58,7 +62,7 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
     """Replace the attention probabilities of ``(layer, head)`` by ``attention`` inside the block.
 
     Args:
-        model: a BERT encoder with eager attention, in eval mode.
+        model: a BERT encoder with eager attention, or an MPNet encoder, in eval mode.
         layer, head: which head to patch, numbered 1..L and 1..h as in the book.
         attention: (n, n), or (batch, n, n), the replacement A. It need not
             be non-negative or row-stochastic: the patch is the product
@@ -72,15 +76,12 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
         input whose length differs from n (during the forward pass).
     """
     _check_patch(model, layer, head, attention)
-    module = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)].attention.self
-    d_v = module.attention_head_size
     k = head_index(head, model.config.num_attention_heads)
-    columns = slice(k * d_v, (k + 1) * d_v)
     patch = AttentionPatch(layer, head, attention)
+    block = model.encoder.layer[layer_index(layer, model.config.num_hidden_layers)].attention
 
-    def hook(mod, args, kwargs, output):
-        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # (batch, n, d)
-        context, weights = output  # (batch, n, h * d_v), (batch, h, n, n)
+    def replacement(hidden: torch.Tensor, value: torch.nn.Linear, columns: slice) -> torch.Tensor:
+        """A_new V_h for the layer input ``hidden`` (batch, n, d): (batch, n, d_v)."""
         n = hidden.shape[1]
         if attention.shape[-1] != n:
             raise ValueError(
@@ -92,22 +93,59 @@ def patch_attention(model: PreTrainedModel, layer: int, head: int, attention: to
                 f"The patch has a batch of {attention.shape[0]} but the input a batch of {hidden.shape[0]}."
             )
         A = attention.to(device=hidden.device, dtype=hidden.dtype)
-        values = torch.nn.functional.linear(
-            hidden, mod.value.weight[columns], mod.value.bias[columns]
-        )  # (batch, n, d_v)
-        context = context.clone()
-        context[..., columns] = A @ values
-        if weights is not None:
-            weights = weights.clone()
-            weights[:, k] = A
-        patch.calls += 1
-        return context, weights
+        return A @ torch.nn.functional.linear(hidden, value.weight[columns], value.bias[columns])
 
-    handle = module.register_forward_hook(hook, prepend=True, with_kwargs=True)
+    def with_patched_weights(weights: torch.Tensor | None, hidden: torch.Tensor) -> torch.Tensor | None:
+        if weights is None:
+            return None
+        weights = weights.clone()
+        weights[:, k] = attention.to(device=hidden.device, dtype=weights.dtype)
+        return weights
+
+    if model.config.model_type == "mpnet":
+        module = block.attn
+        d_v = module.attention_head_size
+        columns = slice(k * d_v, (k + 1) * d_v)
+        seen: dict[str, torch.Tensor] = {}
+
+        def keep_input(mod, args, kwargs):
+            seen["hidden"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+
+        def rewrite_heads(mod, args):
+            context = args[0].clone()  # (batch, n, h * d_v), before the output projection o
+            context[..., columns] = replacement(seen["hidden"], module.v, columns)
+            patch.calls += 1
+            return (context, *args[1:])
+
+        def show_weights(mod, args, kwargs, output):
+            if len(output) < 2:
+                return output
+            return (output[0], with_patched_weights(output[1], seen["hidden"]), *output[2:])
+
+        handles = [
+            module.register_forward_pre_hook(keep_input, with_kwargs=True),
+            module.o.register_forward_pre_hook(rewrite_heads),
+            module.register_forward_hook(show_weights, with_kwargs=True),
+        ]
+    else:
+        module = block.self
+        d_v = module.attention_head_size
+        columns = slice(k * d_v, (k + 1) * d_v)
+
+        def hook(mod, args, kwargs, output):
+            hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]  # (batch, n, d)
+            context, weights = output  # (batch, n, h * d_v), (batch, h, n, n)
+            context = context.clone()
+            context[..., columns] = replacement(hidden, mod.value, columns)
+            patch.calls += 1
+            return context, with_patched_weights(weights, hidden)
+
+        handles = [module.register_forward_hook(hook, prepend=True, with_kwargs=True)]
     try:
         yield patch
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
 
 
 @torch.no_grad()

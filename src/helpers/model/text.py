@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
+from .checks import check_encoding_type, check_unknown_tokens
 from .numbering import check_integer
 
 
@@ -88,6 +89,9 @@ def encode(
 
     Raises:
         ValueError: empty text, or more tokens than the model takes.
+
+    Warns:
+        InputWarning: over a quarter of the text's tokens are unknown to the tokenizer.
     """
     for label, value in (("text", text), ("text_pair", text_pair)):
         if value is None and label == "text_pair":
@@ -109,6 +113,7 @@ def encode(
             "Join the two texts into one (or pass text_a only)."
         )
     encoding = tokenizer(text, text_pair, return_tensors="pt", truncation=False)
+    check_unknown_tokens(encoding["input_ids"], tokenizer.unk_token_id, tokenizer.all_special_ids)
     n = encoding["input_ids"].shape[1]
     if model is not None:
         limit = token_limit(model.config)
@@ -167,7 +172,9 @@ def tokens_of(tokenizer, encoding: BatchEncoding) -> list[str]:
 
 
 def check_single_sequence(encoding: BatchEncoding) -> int:
-    """Return n for a batch-of-one, unpadded encoding; raise otherwise."""
+    """Return n for a batch-of-one, unpadded encoding; raise otherwise (a TypeError naming ``helpers.encode``
+    for text, a bare tensor or list, or plain lists of ids: ``helpers.model.checks.check_encoding_type``)."""
+    check_encoding_type(encoding)
     ids = encoding["input_ids"]
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != 1:
         shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__

@@ -1,0 +1,95 @@
+"""The paper-scale edition (helpers.book.paper_scale): written from the chapters, run on all-mpnet-base-v2, and
+refused by these tests while its committed runs are stale (the chapter's code or the helpers changed since)."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.book import paper_scale
+from helpers.book.records import committed_record, record_defects
+from helpers.book.registry import load_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+EDITIONS = [BOOK / paper_scale.EDITION_FOLDER / f"{c}.ipynb" for c in paper_scale.edition_chapters()]
+
+
+def _without_run(notebook: dict) -> dict:
+    """A notebook less what a run and its stamp add: outputs, counts, timestamps, fingerprint, time line."""
+    notebook = copy.deepcopy(notebook)
+    notebook.get("metadata", {}).pop("book", None)
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+            cell["metadata"].pop("execution", None)
+        cell.pop("id", None)
+        text = paper_scale.TIME_LINE.sub("**Time:**", "".join(cell["source"]))
+        cell["source"] = text
+    keep = ("cells", "metadata")
+    return {k: notebook[k] for k in keep}
+
+
+def test_the_edition_holds_the_chapters_whose_method_applies_to_mpnet():
+    assert paper_scale.edition_chapters() == ["02_rank_argument", "03_simplex_null_spaces", "04_effective_attention"]
+    refused = paper_scale.refused_chapters()
+    assert sorted(refused) == [
+        "01_anatomy_of_a_head", "05_token_identifiability", "06_hidden_token_attribution", "07_context_mixing",
+        "08_fine_tuning",
+    ]  # fmt: skip
+    assert all("BERT fast path" in why for why in refused.values())
+    with pytest.raises(ValueError, match="not in the paper-scale edition"):
+        paper_scale.edition_notebook({"cells": []}, "05_token_identifiability")
+
+
+def test_the_generator_fixes_the_model_relabels_and_links_back():
+    chapter = "02_rank_argument"
+    source = json.loads((BOOK / f"{chapter}.ipynb").read_text())
+    edition = paper_scale.edition_notebook(source, chapter)
+    code = ["".join(c["source"]) for c in edition["cells"] if c["cell_type"] == "code"]
+    assert paper_scale.MODEL_LINE in code[0] and paper_scale.CHAPTER_MODEL_LINE not in code[0]
+    # every other code cell is the chapter's own
+    original = ["".join(c["source"]) for c in source["cells"] if c["cell_type"] == "code"]
+    assert code[1:] == original[1:]
+    text = json.dumps(edition)
+    assert "ps-fig-2-rank-sweep" in text and '"fig-2-rank-sweep"' not in text
+    assert "{doc}`../01_anatomy_of_a_head`" in text and "{doc}`01_anatomy_of_a_head`" not in text
+    title = "".join(edition["cells"][0]["source"])
+    assert title.startswith("# The rank argument (paper scale)") and "not yet measured" in title
+
+
+@pytest.mark.parametrize("edition", EDITIONS, ids=lambda p: p.stem)
+def test_a_committed_edition_is_the_chapter_run_on_mpnet_and_not_stale(edition):
+    chapter = edition.stem
+    assert edition.is_file(), f"no edition {edition.relative_to(ROOT)}: run make paper-scale"
+    committed = json.loads(edition.read_text())
+    expected = paper_scale.edition_notebook(json.loads((BOOK / f"{chapter}.ipynb").read_text()), chapter)
+    assert _without_run(committed) == _without_run(expected), (
+        f"{edition.name} differs from its chapter: the chapter changed since the edition was written (make paper-scale)"
+    )
+    stamp = committed["metadata"].get("book", {})
+    assert stamp.get("model") == paper_scale.EDITION_MODEL
+    assert stamp.get("code") == paper_scale.code_fingerprint(committed), "the edition was edited after its run"
+    assert stamp.get("helpers") == paper_scale.helpers_fingerprint(), (
+        f"{edition.name} was run with other helpers than these: its records are stale (make paper-scale)"
+    )
+    assert "not yet measured" not in "".join(committed["cells"][0]["source"])
+    record = committed_record(edition)
+    assert record["model"] == paper_scale.EDITION_MODEL and record["chapter"] == chapter
+    assert record_defects(record) == []
+    registered = {e.id for e in load_registry().chapter(chapter)}
+    assert {c["id"] for c in record["claims"] if c["kind"] != "check"} == registered
+
+
+def test_stamp_needs_a_run_and_writes_the_measured_time():
+    chapter = "04_effective_attention"
+    edition = paper_scale.edition_notebook(json.loads((BOOK / f"{chapter}.ipynb").read_text()), chapter)
+    with pytest.raises(ValueError, match="no execution timestamps"):
+        paper_scale.stamp(copy.deepcopy(edition))
+    code = [c for c in edition["cells"] if c["cell_type"] == "code"]
+    code[0]["metadata"]["execution"] = {"iopub.execute_input": "2026-12-05T01:00:00.000000Z"}
+    code[-1]["metadata"]["execution"] = {"shell.execute_reply": "2026-12-05T01:07:40.000000Z"}
+    stamped = paper_scale.stamp(edition)
+    assert "about 8 minutes on 2 CPU cores for this edition" in "".join(stamped["cells"][0]["source"])
+    assert stamped["metadata"]["book"]["code"] == paper_scale.code_fingerprint(stamped)
