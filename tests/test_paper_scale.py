@@ -19,7 +19,6 @@ EDITIONS = [BOOK / paper_scale.EDITION_FOLDER / f"{c}.ipynb" for c in paper_scal
 def _without_run(notebook: dict) -> dict:
     """A notebook less what a run and its stamp add: outputs, counts, timestamps, fingerprint, time line."""
     notebook = copy.deepcopy(notebook)
-    notebook.get("metadata", {}).pop("book", None)
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
@@ -27,8 +26,7 @@ def _without_run(notebook: dict) -> dict:
         cell.pop("id", None)
         text = paper_scale.TIME_LINE.sub("**Time:**", "".join(cell["source"]))
         cell["source"] = text
-    keep = ("cells", "metadata")
-    return {k: notebook[k] for k in keep}
+    return {"cells": notebook["cells"]}  # the metadata holds what a run leaves (widget state, the kernel's version)
 
 
 def test_the_edition_holds_the_chapters_whose_method_applies_to_mpnet():
