@@ -209,7 +209,7 @@ def _docname(target: str, docname: str) -> str:
     """A ``{doc}`` target resolved against the page it is written on (``/intro`` is from the root)."""
     if target.startswith("/"):
         return target.lstrip("/")
-    return str(Path(docname).parent / target).replace("\\", "/").removeprefix("./")
+    return posixpath.normpath(posixpath.join(posixpath.dirname(docname), target)).removeprefix("./")
 
 
 def _role(name: str, content: str, links: BookLinks, docname: str, glue: dict[str, str]) -> str:
