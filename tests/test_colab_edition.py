@@ -53,8 +53,9 @@ def _edition(notebook: Path) -> nbformat.NotebookNode:
 
 
 def test_every_notebook_of_the_book_has_an_edition():
-    assert len(NOTEBOOKS) >= 10 and all(p.parent.name == "book" for p in NOTEBOOKS)
-    stray = {p.name for p in (ROOT / colab.COLAB_DIR / "book").glob("*.ipynb")} - {p.name for p in NOTEBOOKS}
+    assert len(NOTEBOOKS) >= 10 and all("book" in p.relative_to(ROOT).parts[:1] for p in NOTEBOOKS)
+    editions = (ROOT / colab.COLAB_DIR / "book").rglob("*.ipynb")
+    stray = {p.relative_to(ROOT / colab.COLAB_DIR) for p in editions} - {p.relative_to(ROOT) for p in NOTEBOOKS}
     assert not stray, f"editions of notebooks the book no longer has: {sorted(stray)}; delete them"
 
 
