@@ -142,7 +142,10 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
         f"{EDITION_MODEL} (MPNet: 12 layers, 12 heads of size $d_v = 64$, BERT-Base's shape) instead of the "
         "bundled all-MiniLM-L6-v2. Every number, figure and verdict on this page is this model's, computed "
         "and glued in by this run; sentences that name the bundled model describe that model, not this one. "
-        "The reproduction report sets the two verdicts of each claim side by side.\n```\n"
+        "The reproduction report sets the two verdicts of each claim side by side. One known limit: MPNet adds a "
+        "relative-position bias to its attention logits, and the keys tests of chapters 3 and 4 (the rank of "
+        "the centred log of an attention matrix) do not subtract it, so on this page they judge a matrix that "
+        "is not of rank $d_v$ even for the model's own attention: read their results here as not applicable.\n```\n"
     )
     text = f"{title} (paper scale)\n{note}{POINTER.sub('', rest)}"
     text = TIME_LINE.sub("**Time:** not yet measured (make paper-scale stamps it).", text, count=1)

@@ -265,7 +265,8 @@ _VERDICT_READING = {
     "in direction only": "the interval clears the control, but the published figure lies outside it",
     "inconclusive": "the interval holds its bound, so it decides neither way",
     "not reproduced": "the interval clears its bound on the other side",
-    "premise absent": "the premise the claim presumes is absent on this model, so the claim is not tested",
+    "premise absent": "the premise the claim presumes is absent on this model, so its figure, shown, is counted "
+    "apart from the reproductions and the failures",
     "too few sequences": "it rests on too few sequences for a verdict",
     "reversed": "the interval lies on the other side of the control",
 }
