@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers.book.claims import Claims, Control
+from helpers.book.records import committed_record
 from helpers.book.registry import UnregisteredClaim, load_registry, parse_registry
 from helpers.methods.intervals import Estimate
 
@@ -79,12 +80,7 @@ def test_the_books_registry_parses_and_says_when_each_entry_was_registered():
 
 
 def _committed_record(notebook: Path) -> dict:
-    for cell in json.loads(notebook.read_text())["cells"]:
-        for output in cell.get("outputs", []):
-            record = output.get("metadata", {}).get(CLAIMS_MIME)
-            if record:
-                return record
-    raise AssertionError(f"{notebook.name}: no committed claims record")
+    return committed_record(notebook)
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=lambda p: p.stem)
