@@ -55,6 +55,9 @@ def test_the_generator_fixes_the_model_relabels_and_links_back():
     assert "{doc}`../01_anatomy_of_a_head`" in text and "{doc}`01_anatomy_of_a_head`" not in text
     title = "".join(edition["cells"][0]["source"])
     assert title.startswith("# The rank argument (paper scale)") and "not yet measured" in title
+    # the summary's bullets state the bundled model's verdicts: the edition points at them instead
+    assert "<!-- states:" in json.dumps(source) and "<!-- states:" not in text
+    assert "The chapter's summary ({doc}`../02_rank_argument`" in text
 
 
 @pytest.mark.parametrize("edition", EDITIONS, ids=lambda p: p.stem)

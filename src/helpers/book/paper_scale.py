@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..model.mpnet_weights import MPNET_MODEL
 from .chapters import CHAPTER_NEEDS
+from .remember import HEADING as REMEMBER_HEADING
 
 __all__ = [
     "EDITION_MODEL",
@@ -132,6 +133,9 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
             cell["metadata"].pop("execution", None)
         else:
             cell["source"] = _lines(_relink(_relabel("".join(cell["source"]), labels)))
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown" and REMEMBER_HEADING in "".join(cell["source"]):
+            cell["source"] = _lines(_remember_pointer("".join(cell["source"]), chapter))
     title_cell = next(c for c in notebook["cells"] if c["cell_type"] == "markdown")
     text = "".join(title_cell["source"])
     title, _, rest = text.partition("\n")
@@ -152,6 +156,20 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
     title_cell["source"] = _lines(text)
     notebook.setdefault("metadata", {})["book"] = {"edition": "paper-scale", "chapter": chapter, "model": EDITION_MODEL}
     return notebook
+
+
+def _remember_pointer(text: str, chapter: str) -> str:
+    """``text`` with its "What to remember" bullets replaced by a pointer: they state the bundled model's
+    verdicts (``helpers.book.remember``), which this model need not share."""
+    head, _, section = text.partition(REMEMBER_HEADING)
+    following = re.search(r"^#{1,6} ", section, re.M)
+    rest = section[following.start() :] if following else ""
+    pointer = (
+        f"{REMEMBER_HEADING}\n\nThe chapter's summary ({{doc}}`../{chapter}`, its last section) states the "
+        f"verdicts of the bundled all-MiniLM-L6-v2. This model's verdicts are in the scoreboard below, and the "
+        "reproduction report sets the two side by side.\n"
+    )
+    return head + pointer + ("\n" + rest if rest else "")
 
 
 def code_fingerprint(notebook: dict) -> str:
