@@ -61,3 +61,22 @@ def test_a_step_bar_counts_and_turns_off(monkeypatch):
     bar.close()
     monkeypatch.setenv(progress.ENVIRONMENT_VARIABLE, "0")
     assert progress.step_bar(4, "steps") is None
+
+
+BOOK = HELPERS.parents[1] / "book"
+BAR_TEXT = ("it/s]", "s/it]", "%|")
+
+
+@pytest.mark.parametrize(
+    "notebook", sorted(BOOK.glob("*.ipynb")) + sorted(BOOK.glob("paper_scale/*.ipynb")), ids=lambda p: p.stem
+)
+def test_no_committed_output_holds_a_progress_bar(notebook):
+    """A bar saved into a page (ours, or transformers' weight-loading bar) is noise before the reader's first figure."""
+    import json
+
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", ""))
+            assert not any(mark in text for mark in BAR_TEXT), (
+                f"{notebook.name}: a progress bar in an output: {text[:80]!r}"
+            )

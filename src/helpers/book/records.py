@@ -22,6 +22,8 @@ __all__ = [
     "model_comparison",
     "HOLDING",
     "COUNTED_APART",
+    "THEORY_CHECKS",
+    "theory_checks",
 ]
 
 CLAIMS_MIME = "application/vnd.book.claims+json"
@@ -29,6 +31,17 @@ CLAIMS_MIME = "application/vnd.book.claims+json"
 # a paper claim "holds" on a model where its direction reproduces; these verdicts decide nothing
 HOLDING = ("reproduced", "in direction only")
 COUNTED_APART = ("premise absent", "too few sequences", "not testable here")
+
+# The checks of the paper's central argument, per chapter: rank(T) = min(n, d_v) and LN(T) = LN(V), a null
+# space of n - rank(T) dimensions (one fewer inside the simplex), raw = effective attention up to d_v tokens,
+# and a matrix moved in the null space that leaves the running model's output unchanged; chapter 9's are the
+# causal versions (a null space per row, growing by one per token past d_v).
+THEORY_CHECKS = {
+    "02_rank_argument": ("rank-t-attained", "rank-t-equals-rank-v", "null-spaces-equal", "patch-same-output"),
+    "03_simplex_null_spaces": ("null-dim-n-dv-1", "constraint-removes-one", "patched-model-unchanged"),
+    "04_effective_attention": ("short-identifiable", "long-null-dim", "effective-rows-unused"),
+    "09_decoder_llm": ("causal-null-growth", "causal-eff-identity"),
+}
 
 KINDS = ("paper", "finding", "check")
 VERDICTS = {"paper": PAPER_VERDICTS, "finding": FINDING_VERDICTS, "check": CHECK_VERDICTS}
@@ -101,6 +114,30 @@ def committed_record(notebook: str | Path) -> dict:
             if record:
                 return record
     raise ValueError(f"{notebook}: no committed claims record (execute the notebook to its scoreboard)")
+
+
+def theory_checks(records: list[dict]) -> pd.DataFrame:
+    """The checks of the paper's central argument (``THEORY_CHECKS``) that the records hold, one row each:
+    ``model, chapter, id, verdict, measured``, in the order of the records. A listed check missing from a
+    record of its chapter raises (a renamed check would otherwise drop out of the count)."""
+    rows = []
+    for record in records:
+        wanted = THEORY_CHECKS.get(record["chapter"], ())
+        checks = {c["id"]: c for c in record["claims"] if c["kind"] == "check"}
+        missing = [i for i in wanted if i not in checks]
+        if missing:
+            raise ValueError(f"{record['chapter']} on {record['model']}: no theory check {missing} in its record")
+        rows += [
+            {
+                "model": record["model"],
+                "chapter": record["chapter"],
+                "id": i,
+                "verdict": checks[i]["verdict"],
+                "measured": checks[i].get("measured", ""),
+            }
+            for i in wanted
+        ]
+    return pd.DataFrame(rows, columns=["model", "chapter", "id", "verdict", "measured"])
 
 
 def model_comparison(first: list[dict], second: list[dict]) -> pd.DataFrame:
