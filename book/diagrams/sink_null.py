@@ -10,7 +10,7 @@ CAPTION = (
     "An attention sink in one row of $A$ (numbers made up, the projection computed): the first token takes "
     "most of the raw attention, but its row of $T$ is tiny, so the column space of $T$ barely reaches it. "
     "Look at its two bars: in effective attention almost nothing is left; the difference is null attention, "
-    "weight that changes nothing downstream. The other tokens' weights change much less."
+    "weight that does not change the head's output (what the model does with the sink's own value is another question, which this chapter answers with an intervention). The other tokens' weights change much less."
 )
 
 TOKENS = ["sink", "the", "cat", "sat", "down", "."]
