@@ -125,10 +125,13 @@ def test_the_other_autograd_entry_points_refuse_inference_mode(tiny_model, token
             lambda: helpers.methods.linearised.linearise(tiny_model, internals.x),
             lambda: helpers.methods.keys.producible_dimension(Q, K, T),
             lambda: helpers.methods.keys.producible_alternative(Q, K, T, internals.A[0, 0]),
+            lambda: helpers.methods.probes.fit_map(torch.randn(80, 4), torch.randn(80, 4), "mlp", "l2", epochs=1),
         ):
             with pytest.raises(RuntimeError, match="inference_mode"):
                 call()
     check_autograd("this method")  # outside inference mode: nothing to say
+    with torch.inference_mode():  # the closed-form fits need no autograd
+        helpers.methods.probes.fit_map(torch.randn(80, 4), torch.randn(80, 4), "linear", "l2")
 
 
 # --------------------------------------------------------------------------- unknown tokens

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ..model.checks import check_enough_tokens
+from ..model.checks import check_autograd, check_enough_tokens
 from ..model.corpus import Split
 from ..model.numbering import check_seed, hidden_state_index
 from .hidden_tokens import HiddenTokens
@@ -194,6 +194,7 @@ def fit_map(
         module.linear.bias.copy_(solution[-1])
     history = []
     if kind == "mlp" or loss == "cosine":
+        check_autograd(f"fit_map(kind={kind!r}, loss={loss!r}), which trains with Adam,")
         history = adam_steps(module, hidden, targets, loss, seed, epochs, batch_size, lr, stopping)
     if kind == "mlp":
         return TokenMap(kind, loss, module.eval(), history=history)
