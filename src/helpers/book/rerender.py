@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 
 from .records import CLAIMS_MIME
-from .scoreboard import Scoreboard, claims_frame
+from .scoreboard import Scoreboard
 
 __all__ = ["scoreboard_of", "rendered_outputs", "rerender_notebook", "main"]
 
 
 def scoreboard_of(record: dict) -> Scoreboard:
-    """The scoreboard ``Claims.enforce`` returns for the chapter whose record is ``record``."""
-    return Scoreboard(claims_frame(record["claims"]), record=record)
+    """The scoreboard ``Claims.enforce`` returns for the chapter whose record is ``record`` (the book's registry)."""
+    return Scoreboard.of_record(record)
 
 
 def rendered_outputs(record: dict) -> dict[str, list[str]]:
