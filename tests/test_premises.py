@@ -14,7 +14,8 @@ from helpers.model.loading import sentence_pooling
 
 def registry(**claims):
     base = {
-        "kind": "paper", "source": "Someone 2020", "statistic": "the share of x", "control": "chance",
+        "kind": "paper", "source": "Someone 2020", "statistic": "the share of x", "quantity": "share of x",
+        "control": "chance",
         "comparison": "fixed", "side": "above", "status": "confirmatory", "registered": "2026-12-05",
     }  # fmt: skip
     return parse_registry({"chapters": {"99_test": {k: {**base, **v} for k, v in claims.items()}}})

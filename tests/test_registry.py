@@ -18,7 +18,8 @@ CLAIMS_MIME = "application/vnd.book.claims+json"
 
 def entry(**changes):
     spec = {
-        "kind": "paper", "source": "Someone 2020", "statistic": "the share of x", "control": "chance",
+        "kind": "paper", "source": "Someone 2020", "statistic": "the share of x", "quantity": "share of x",
+        "control": "chance",
         "comparison": "fixed", "side": "above", "status": "confirmatory", "registered": "2026-12-04",
     }  # fmt: skip
     spec.update(changes)
@@ -69,6 +70,21 @@ def test_a_malformed_entry_is_refused_and_deviations_are_listed():
     assert changed.deviations().to_dict("records") == [
         {"chapter": "99_test", "id": "x", "date": "2026-12-04", "reason": "a stronger control", "was": "chance"}
     ]
+
+
+def test_every_claim_and_finding_names_the_quantity_its_figure_is():
+    with pytest.raises(ValueError, match="99_test/bare: 'quantity' is missing: name what the figure is"):
+        registry(bare=entry(quantity=""))
+    with pytest.raises(ValueError, match="'quantity' is missing"):
+        registry(bare={k: v for k, v in entry(kind="finding").items() if k != "quantity"})
+    with pytest.raises(ValueError, match="at most 80 characters"):
+        registry(long=entry(quantity="the share of the raw attention " * 3))
+    named = registry(x=entry(quantity="  Spearman correlation "))
+    assert named.quantity("99_test", "x") == "Spearman correlation"
+    assert named.quantity("99_test", "a-check") == ""
+    book = load_registry()
+    assert all(e.quantity for e in book.entries.values())
+    assert book.quantity("04_effective_attention", "sink-is-special").endswith("(fraction)")
 
 
 def test_the_books_registry_parses_and_says_when_each_entry_was_registered():

@@ -57,7 +57,8 @@ from ..methods.intervals import Estimate
 from .controls import Control, as_bool, as_number
 from .records import load_records, record_defects, record_name, records_dir, report_table
 from .registry import Registry, UnregisteredClaim, load_registry
-from .scoreboard import Scoreboard, claim_sections, claims_frame
+from .scoreboard import Scoreboard, claims_frame, registered_quantity
+from .sections import claim_sections
 from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS, POSITIVE, decide
 
 __all__ = [
@@ -368,7 +369,8 @@ class Claims:
 
     def table(self) -> pd.DataFrame:
         """One row per record (``SCOREBOARD_COLUMNS``), indexed by id."""
-        return claims_frame([asdict(c) for c in self._claims.values()]).set_index("id")
+        records = [asdict(c) for c in self._claims.values()]
+        return claims_frame(records, self.chapter, registered_quantity(self.registry)).set_index("id")
 
     def record(self) -> dict:
         return {
@@ -402,7 +404,7 @@ class Claims:
         if self.mode == "strict" and self.failed:
             lines = "\n".join(f"- {c.id}: {c.claim} (this model: {c.measured or 'n/a'})" for c in self.failed)
             raise ClaimFailed(f"{len(self.failed)} checks of {self.chapter} fail:\n{lines}")
-        return Scoreboard(self.table().reset_index(), record=self.record())
+        return Scoreboard.of_record(self.record(), self.registry)
 
 
 def _default_source(kind: str) -> str:

@@ -3,7 +3,8 @@
 The folder ``claims_registry/`` beside this module (shipped with the helpers, so a Colab
 edition reads the same one) holds one YAML file per chapter and ``rules.yaml``; it lists
 per chapter every claim and finding: its kind, its
-source, the statistic in words, the control and how it is compared (paired, fixed or
+source, the statistic in words, the quantity its figure is (a short noun phrase with its unit or
+scale, which the scoreboard prints under the figure), the control and how it is compared (paired, fixed or
 independent), the side, a threshold from the paper, whether a published size is compared
 (its tolerance follows one rule, :meth:`Registry.tolerance`), the minimum sample, and
 whether it is confirmatory (posed before its data was seen) or exploratory, and the model property
@@ -27,8 +28,9 @@ __all__ = ["REGISTRY_PATH", "Entry", "Registry", "UnregisteredClaim", "load_regi
 
 REGISTRY_PATH = Path(__file__).with_name("claims_registry")
 STATUSES = ("confirmatory", "exploratory")
+QUANTITY_CHARACTERS = 80  # a quantity is a short line under the figure; the statistic says the rest
 _FIELDS = {
-    "kind", "source", "statistic", "control", "comparison", "side", "threshold", "size", "spread",
+    "kind", "source", "statistic", "quantity", "control", "comparison", "side", "threshold", "size", "spread",
     "min_sequences", "status", "registered", "deviations", "premise",
 }  # fmt: skip
 
@@ -53,6 +55,8 @@ class Entry:
     side: str  # "above" or "below"
     status: str  # "confirmatory" or "exploratory"
     registered: str
+    # what the figure is, with its unit or scale ("Spearman correlation", "share of heads"): the scoreboard's line
+    quantity: str = ""
     source: str = ""
     threshold: float | None = None
     size: bool = False
@@ -82,6 +86,12 @@ class Registry:
                 f"claim {id!r} of chapter {chapter!r} is not in {where}: register it first "
                 "(statistic, control, comparison, side, threshold, size, status) and then measure it"
             ) from None
+
+    def quantity(self, chapter: str, id: str) -> str:
+        """What the figure of claim ``id`` of ``chapter`` is (its registered ``quantity``); "" where the
+        registry does not define the claim (a scratch chapter, a check)."""
+        entry = self.entries.get((chapter, id))
+        return entry.quantity if entry else ""
 
     def chapter(self, chapter: str) -> list[Entry]:
         return [e for (c, _), e in self.entries.items() if c == chapter]
@@ -115,6 +125,7 @@ def _entry(chapter: str, id: str, spec: dict) -> Entry:
     for key in ("kind", "statistic", "control", "comparison", "side", "status", "registered"):
         if not str(spec.get(key, "")).strip():
             raise ValueError(f"{where}: '{key}' is missing")
+    quantity_problem(where, spec.get("quantity"))
     if spec["kind"] not in ("paper", "finding"):
         raise ValueError(f"{where}: kind must be paper or finding, got {spec['kind']!r}")
     if spec["comparison"] not in COMPARISONS:
@@ -139,6 +150,7 @@ def _entry(chapter: str, id: str, spec: dict) -> Entry:
         side=spec["side"],
         status=spec["status"],
         registered=str(spec["registered"]),
+        quantity=str(spec["quantity"]).strip(),
         source=str(spec.get("source", "")),
         threshold=None if spec.get("threshold") is None else float(spec["threshold"]),
         size=bool(spec.get("size", False)),
@@ -147,6 +159,21 @@ def _entry(chapter: str, id: str, spec: dict) -> Entry:
         deviations=deviations,
         premise=str(spec.get("premise", "") or "").strip(),
     )
+
+
+def quantity_problem(where: str, quantity) -> None:
+    """Raise unless ``quantity`` is a short noun phrase: every paper claim and finding names what its figure is."""
+    text = str(quantity or "").strip()
+    if not text:
+        raise ValueError(
+            f"{where}: 'quantity' is missing: name what the figure is, with its unit or scale "
+            "(e.g. 'Spearman correlation', 'share of heads', 'identifiability rate (fraction of tokens)')"
+        )
+    if len(text) > QUANTITY_CHARACTERS or "\n" in text:
+        raise ValueError(
+            f"{where}: 'quantity' is one line of at most {QUANTITY_CHARACTERS} characters "
+            f"(the statistic says the rest), got {len(text)}: {text!r}"
+        )
 
 
 def parse_registry(data: dict, path: Path | None = None) -> Registry:

@@ -3,23 +3,31 @@
 ``claims_frame`` turns claim records (dicts with the fields of ``claims.Claim``)
 into the table every page shows, with the columns of ``SCOREBOARD_COLUMNS``: the
 kind, the claim in full, the published figure and its source, this model's
-figure with its 95% interval, the control, and the verdict. ``Scoreboard``
-renders the paper's claims and the book's findings as two compact HTML tables
-(text wraps inside the column; verdicts as coloured words) and the checks as one
-line, and the same as plain text.
+figure with its 95% interval and the quantity it is (from the claims registry),
+the control, and the verdict. ``Scoreboard`` renders the paper's claims and the
+book's findings as two HTML tables, the verdict first (a coloured word: red only
+for a paper claim not reproduced; a finding of the book's that does not hold is a
+result, shown in a neutral colour), and the checks as one line, and the same as
+plain text. A table of more than ``GROUP_ABOVE`` rows is grouped by verdict, each
+group a collapsible ``<details>`` ("reproduced (14)"): a group holding more than
+half of the rows starts closed (its count says enough), the others, the
+departures a reader looks for, start open.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import re
-import unicodedata
-from pathlib import Path
+from collections.abc import Callable
 from typing import NamedTuple
 
 import pandas as pd
 
+from .registry import Registry, load_registry
+
+# re-exported where the report and the tests have always found them; documented in helpers.book.sections
+from .sections import chapter_title as chapter_title
+from .sections import claim_sections as claim_sections
 from .verdicts import FINDING_VERDICTS, PAPER_VERDICTS
 
 __all__ = [
@@ -27,14 +35,13 @@ __all__ = [
     "DEFAULT_SOURCE",
     "VERDICTS",
     "FINDING_VERDICTS",
+    "GROUP_ABOVE",
     "claims_frame",
     "Scoreboard",
     "verdict_counts",
     "check_counts",
     "verdict_html",
     "departures_html",
-    "claim_sections",
-    "chapter_title",
 ]
 
 DEFAULT_SOURCE = "Brunner et al. 2020"
@@ -45,6 +52,7 @@ SCOREBOARD_COLUMNS = (
     "published",
     "source",
     "here",
+    "quantity",
     "control",
     "verdict",
     "note",
@@ -69,10 +77,32 @@ VERDICT_CLASS = {
     "too few sequences": "none",
     "not testable here": "none",
 }
+GROUP_ABOVE = 8
+"""A table of more rows than this is grouped by verdict; a shorter one stays flat."""
+HEAD = ("verdict", "claim", "published (source)", "here (95% interval)", "control")
 
 
-def claims_frame(records: list[dict]) -> pd.DataFrame:
-    """The claims table (``SCOREBOARD_COLUMNS``) of claim records (dicts with the fields of ``claims.Claim``)."""
+def verdict_class(kind: str, verdict: str) -> str:
+    """The colour class of a verdict: a finding of the book's that does not hold is a result like any other
+    ("neutral"), not a failure of the book; a paper claim not reproduced stays red ("no")."""
+    return "neutral" if (kind, verdict) == ("finding", "does not hold") else VERDICT_CLASS.get(verdict, "none")
+
+
+def registered_quantity(registry: Registry | None = None) -> Callable[[str, str], str]:
+    """(chapter, id) -> the quantity the registry names for that claim ("" where it names none)."""
+    registry = registry if registry is not None else load_registry()
+    return registry.quantity
+
+
+def claims_frame(
+    records: list[dict], chapter: str = "", quantity: Callable[[str, str], str] | None = None
+) -> pd.DataFrame:
+    """The claims table (``SCOREBOARD_COLUMNS``) of claim records (dicts with the fields of ``claims.Claim``).
+
+    chapter: the chapter the records are of, where a record does not name its own (the report's do).
+    quantity: (chapter, id) -> what the figure is; default the book's registry (:func:`registered_quantity`).
+    """
+    quantity = quantity or registered_quantity()
     rows = []
     for c in records:
         for key in ("kind", "verdict"):
@@ -88,6 +118,7 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
                 "published": c.get("published", ""),
                 "source": c.get("source") or (DEFAULT_SOURCE if c["kind"] == "paper" else ""),
                 "here": c.get("measured", ""),
+                "quantity": quantity(c.get("chapter") or chapter, c["id"]) if c["kind"] != "check" else "",
                 "control": c.get("control", ""),
                 "verdict": c["verdict"],
                 "note": c.get("note", ""),
@@ -96,6 +127,13 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(SCOREBOARD_COLUMNS))
+
+
+def verdict_groups(rows: pd.DataFrame, order: tuple[str, ...]) -> list[tuple[str, pd.DataFrame]]:
+    """The rows by verdict, in the order of ``order`` (verdicts not in it last, by first appearance)."""
+    seen = list(dict.fromkeys(rows["verdict"]))
+    ranked = [v for v in order if v in seen] + [v for v in seen if v not in order]
+    return [(verdict, rows[rows["verdict"] == verdict]) for verdict in ranked]
 
 
 class Scoreboard:
@@ -119,6 +157,14 @@ class Scoreboard:
         self.show_notes = show_notes
         self.record = record
 
+    @classmethod
+    def of_record(cls, record: dict, registry: Registry | None = None) -> Scoreboard:
+        """The scoreboard of a chapter's record (``Claims.record``), its quantities from ``registry`` (default
+        the book's): what ``Claims.enforce`` returns, and what ``helpers.book.rerender`` rebuilds from the
+        record a committed scoreboard carries."""
+        frame = claims_frame(record["claims"], record["chapter"], registered_quantity(registry))
+        return cls(frame, record=record)
+
     def __len__(self) -> int:
         return len(self.frame)
 
@@ -137,9 +183,10 @@ class Scoreboard:
         for kind in ("paper", "finding"):
             for row in self.frame[self.frame["kind"] == kind].to_dict("records"):
                 where = f"[{row['chapter']}] " if "chapter" in row else ""
+                here = f"here, {row['quantity']}" if row.get("quantity") and row["here"] else "here"
                 lines.append(
                     f"{where}{row['id']} ({kind}): {row['verdict']}\n    {row['claim']}\n"
-                    f"    here: {row['here'] or '-'}; control: {row['control'] or '-'}; "
+                    f"    {here}: {row['here'] or '-'}; control: {row['control'] or '-'}; "
                     f"published: {row['published'] or '-'} ({row['source']})"
                 )
         lines.append(self.checks_line())
@@ -149,41 +196,73 @@ class Scoreboard:
         data = {"text/plain": repr(self), "text/html": self._repr_html_()}
         return (data, {"application/vnd.book.claims+json": self.record}) if self.record else data
 
+    def _claim_cell(self, row: dict, chapters: bool) -> str:
+        """The id (linked to the section that tests it), the claim and its note."""
+        claim = html.escape(row["claim"])
+        label = html.escape(row["id"])
+        if row.get("section"):  # the id links to the section that tests the claim
+            page = self.links.get(row["chapter"], "") if chapters else ""
+            href = html.escape(f"{page}#{row['section']}")
+            label = f'<a href="{href}" title="the section that tests it">{label}</a>'
+        if row.get("status") == "exploratory":
+            label += ' <span class="status" title="posed after a look at the data">exploratory</span>'
+        if self.show_notes and row["note"]:
+            claim += f'<div class="note">{html.escape(row["note"])}</div>'
+        return f'<td><span class="id">{label}</span> {claim}</td>'
+
+    def _chapter_cell(self, chapter) -> str:
+        name = html.escape(str(chapter))
+        href = self.links.get(chapter)
+        return (
+            f'<td class="chapter"><a href="{html.escape(href)}">{name}</a></td>'
+            if href
+            else (f'<td class="chapter">{name}</td>')
+        )
+
+    @staticmethod
+    def _here_cell(row: dict) -> str:
+        """This model's figure, then (where there is one) the quantity it is, on a small line of its own."""
+        quantity = row.get("quantity") if row["here"] else ""
+        named = f'<div class="quantity">{html.escape(quantity)}</div>' if quantity else ""
+        return f"<td>{html.escape(row['here'] or '-')}{named}</td>"
+
+    def _row(self, row: dict, chapters: bool) -> str:
+        verdict = row["verdict"]
+        published = html.escape(row["published"] or "-")
+        source = f'<div class="source">{html.escape(row["source"])}</div>' if row["source"] else ""
+        cells = [
+            f'<tr class="verdict-{verdict.replace(" ", "-")}">',
+            f'<td class="verdict {verdict_class(row["kind"], verdict)}">{html.escape(verdict)}</td>',
+            self._chapter_cell(row["chapter"]) if chapters else "",
+            self._claim_cell(row, chapters),
+            f"<td>{published}{source}</td>",
+            self._here_cell(row),
+            f"<td>{html.escape(row['control'] or '-')}</td>",
+            "</tr>",
+        ]
+        return "".join(cells)
+
     def _table(self, rows: pd.DataFrame) -> str:
         chapters = "chapter" in rows.columns
-        head = ["claim", "published (source)", "here (95% interval)", "control", "verdict"]
-        out = ['<div class="table-scroll"><table class="scoreboard">', "<thead><tr>"]
-        if chapters:
-            out.append("<th>ch.</th>")
-        out += [f"<th>{h}</th>" for h in head] + ["</tr></thead>", "<tbody>"]
-        for row in rows.to_dict("records"):
-            verdict = row["verdict"]
-            out.append(f'<tr class="verdict-{verdict.replace(" ", "-")}">')
-            if chapters:
-                name = html.escape(str(row["chapter"]))
-                href = self.links.get(row["chapter"])
-                out.append(f'<td><a href="{html.escape(href)}">{name}</a></td>' if href else f"<td>{name}</td>")
-            claim = html.escape(row["claim"])
-            label = html.escape(row["id"])
-            if row.get("section"):  # the id links to the section that tests the claim
-                page = self.links.get(row["chapter"], "") if chapters else ""
-                href = html.escape(f"{page}#{row['section']}")
-                label = f'<a href="{href}" title="the section that tests it">{label}</a>'
-            if row.get("status") == "exploratory":
-                label += ' <span class="status" title="posed after a look at the data">exploratory</span>'
-            if self.show_notes and row["note"]:
-                claim += f'<div class="note">{html.escape(row["note"])}</div>'
-            published = html.escape(row["published"] or "-")
-            source = f'<div class="source">{html.escape(row["source"])}</div>' if row["source"] else ""
-            out += [
-                f'<td><span class="id">{label}</span> {claim}</td>',
-                f"<td>{published}{source}</td>",
-                f"<td>{html.escape(row['here'] or '-')}</td>",
-                f"<td>{html.escape(row['control'] or '-')}</td>",
-                f'<td class="verdict {VERDICT_CLASS.get(verdict, "none")}">{html.escape(verdict)}</td>',
-                "</tr>",
-            ]
-        out.append("</tbody></table></div>")
+        head = [f'<th class="verdict">{HEAD[0]}</th>'] + (['<th class="chapter">ch.</th>'] if chapters else [])
+        head += [f"<th>{h}</th>" for h in HEAD[1:]]
+        body = "".join(self._row(row, chapters) for row in rows.to_dict("records"))
+        return (
+            f'<div class="table-scroll"><table class="scoreboard"><thead><tr>{"".join(head)}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
+
+    def _grouped(self, rows: pd.DataFrame, kind: str) -> str:
+        """``_table`` per verdict, each in a ``<details>``: a group of more than half the rows starts closed."""
+        order = PAPER_VERDICTS if kind == "paper" else FINDING_VERDICTS
+        out = []
+        for verdict, group in verdict_groups(rows, order):
+            colour = verdict_class(kind, verdict)
+            is_open = "" if 2 * len(group) > len(rows) else " open"
+            out.append(
+                f'<details class="scoreboard-group"{is_open}><summary><span class="verdict {colour}">'
+                f"{html.escape(verdict)}</span> ({len(group)})</summary>{self._table(group)}</details>"
+            )
         return "".join(out)
 
     def _repr_html_(self) -> str:
@@ -191,7 +270,8 @@ class Scoreboard:
         for kind in ("paper", "finding"):
             rows = self.frame[self.frame["kind"] == kind]
             if len(rows):
-                out.append(f'<p class="scoreboard-kind">{KIND_TITLES[kind]}</p>' + self._table(rows))
+                table = self._grouped(rows, kind) if len(rows) > GROUP_ABOVE else self._table(rows)
+                out.append(f'<p class="scoreboard-kind">{KIND_TITLES[kind]}</p>' + table)
         checks = self.frame[self.frame["kind"] == "check"]
         names = ", ".join(html.escape(i) for i in checks["id"])
         line = html.escape(self.checks_line())
@@ -331,59 +411,6 @@ def _chapter_order(chapter: str) -> tuple:
     return (0, int(chapter), "") if chapter.isdigit() else (1, 0, chapter)
 
 
-_STRING = re.compile(r"\"([a-z0-9][a-z0-9_.-]*)\"")
-_CLAIM_CALL = re.compile(r"claims\.(?:check|paper|finding|not_testable)\(\s*\"([a-z0-9][a-z0-9_.-]*)\"")
-
-
-def chapter_title(notebook: Path) -> str:
-    """ "4. Effective attention": the chapter's number (from its file name) and its first ``#`` heading."""
-    notebook = Path(notebook)
-    cells = json.loads(notebook.read_text())["cells"]
-    for cell in cells:
-        if cell.get("cell_type") == "markdown":
-            for line in "".join(cell.get("source", [])).splitlines():
-                if line.startswith("# "):
-                    return f"{int(notebook.stem[:2])}. {line[2:].strip()}"
-    raise ValueError(f"{notebook.name} has no '# ' heading.")
-
-
-def _anchor(heading: str) -> str:
-    """The id docutils gives a heading (``docutils.nodes.make_id``, without importing docutils)."""
-    text = unicodedata.normalize("NFKD", " ".join(heading.lower().split())).encode("ascii", "ignore").decode()
-    return re.sub(r"^[-0-9]+|-+$", "", re.sub(r"[^a-z0-9]+", "-", text))
-
-
-def claim_sections(notebook: Path, ids=None) -> dict[str, str]:
-    """Claim id -> the anchor of the section (the last heading above it) whose cells register it.
-
-    Read from the saved notebook; the anchors are the ids docutils gives headings
-    ("## Raw vs effective attention" -> "raw-vs-effective-attention"). Without ``ids``
-    a claim is found by its registering call (``claims.check("id", ...)``); with the
-    registered ``ids``, by the first code cell that names it as a string, so a claim
-    registered through a chapter's own function (``ordering("id", ...)``) is found too.
-    Empty when the notebook is not there (a copy run elsewhere): the scoreboard then
-    has no links.
-    """
-    try:
-        cells = json.loads(Path(notebook).read_text())["cells"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    sections, current, seen = {}, "", set()
-    for cell in cells:
-        source = "".join(cell.get("source", []))
-        if cell.get("cell_type") == "markdown":
-            for line in source.splitlines():
-                if re.match(r"#{1,3} ", line):
-                    anchor = _anchor(line.lstrip("#").strip())
-                    current = anchor if anchor not in seen else ""  # a repeated heading gets another id
-                    seen.add(anchor)
-        elif cell.get("cell_type") == "code" and current:
-            named = _CLAIM_CALL.findall(source) if ids is None else [i for i in _STRING.findall(source) if i in ids]
-            for claim_id in named:
-                sections.setdefault(claim_id, current)
-    return sections
-
-
 def model_comparison_html(
     comparison: pd.DataFrame, links: dict[str, str] | None = None, short: dict[str, str] | None = None
 ) -> str:
@@ -402,11 +429,11 @@ def model_comparison_html(
         for model in models:
             verdict = row[model]
             cells.append(
-                f'<td class="verdict {VERDICT_CLASS.get(verdict, "none")}">{html.escape(verdict)}'
+                f'<td class="verdict {verdict_class("paper", verdict)}">{html.escape(verdict)}'
                 f'<div class="note">{html.escape(str(row[f"{model}: figure"]))}</div></td>'
             )
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return (
-        f'<div class="table-scroll"><table class="scoreboard"><thead><tr>{head}</tr></thead>'
+        f'<div class="table-scroll"><table class="scoreboard models"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
