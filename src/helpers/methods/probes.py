@@ -12,9 +12,8 @@ the nearest-neighbour search matching the loss:
 
 Adam runs fixed epochs, or until a held-out rule stops it (``fit_token_map(validation=...)``,
 :mod:`~helpers.methods.probe_training`). Train and test sets are split by sequence, never by token
-(``split_by_sequence``), so no sequence contributes tokens to both. A fit on fewer tokens than dimensions warns
-(``InputWarning``). The experiments over hidden states (``probe_layers``, ``generalisation_matrix``,
-``fraction_curve``, ``neighbour_rates``) are in :mod:`helpers.drivers.identifiability`.
+(``split_by_sequence``). A fit on fewer tokens than dimensions warns (``InputWarning``). The experiments over
+hidden states (``probe_layers``, ``generalisation_matrix``, ...) are in :mod:`helpers.drivers.identifiability`.
 """
 
 from __future__ import annotations
