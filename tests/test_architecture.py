@@ -214,6 +214,8 @@ BARE_RETURNS = {
     "helpers.book.paper_scale.edition_notebook": "a notebook in nbformat's JSON, written to a .ipynb file",
     "helpers.book.paper_scale.stamp": "a notebook in nbformat's JSON, written to a .ipynb file",
     "helpers.book.paper_scale.fingerprint": "the JSON the edition's notebook metadata carries",
+    "helpers.book.explorers.attention_split_record": "the JSON a page's live explorer reads (_static/explorer.js)",
+    "helpers.book.explorers.null_space_rows_record": "the JSON a page's live explorer reads (_static/explorer.js)",
 }
 
 

@@ -212,6 +212,24 @@ def test_citations_are_author_year_links():
         convert("{cite}`nobody1999`")
 
 
+def test_a_live_explorer_becomes_a_note_that_links_to_the_page():
+    div = '<div class="explorer" id="explorer-null-space" data-explorer="null-space" data-src="x.json"></div>'
+    note = convert(f"Drag the sliders.\n\n{div}\n\nAfter.")
+    assert "<div" not in note and note.startswith("Drag the sliders.\n\n*The live explorer is on [the book's page]")
+    assert "(https://org.github.io/repo/book/01_anatomy_of_a_head.html#explorer-null-space)" in note
+    assert "`helpers.NullSpaceExplorer`" in note and note.endswith(".*\n\nAfter.")
+    split = convert('<div class="explorer" data-explorer="attention-split"></div>')
+    assert "01_anatomy_of_a_head.html)" in split and "any text, layer and head" in split
+    with pytest.raises(ValueError, match="no Colab note"):
+        convert('<div class="explorer" data-explorer="unknown"></div>')
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=IDS)
+def test_no_explorer_is_left_in_an_edition(notebook):
+    for cell in _edition(notebook).cells:
+        assert 'class="explorer"' not in cell.source, f"{notebook.stem}: a live explorer left in the Colab edition"
+
+
 def test_doc_numref_and_api_roles_link_to_the_online_book():
     assert convert("see {doc}`02_rank_argument`.") == (
         "see [The rank argument](https://org.github.io/repo/book/02_rank_argument.html)."

@@ -60,6 +60,15 @@ def test_the_generator_fixes_the_model_relabels_and_links_back():
     assert "The chapter's summary ({doc}`../02_rank_argument`" in text
 
 
+def test_the_live_explorers_of_the_bundled_model_are_left_out():
+    chapter = json.loads((BOOK / "03_simplex_null_spaces.ipynb").read_text())
+    assert any(paper_scale.LIVE_EXPLORER in "".join(c["source"]) for c in chapter["cells"])
+    edition = paper_scale.edition_notebook(chapter, "03_simplex_null_spaces")
+    assert paper_scale.LIVE_EXPLORER not in json.dumps(edition)
+    markdown = [c for c in chapter["cells"] if c["cell_type"] == "markdown"]
+    assert len([c for c in edition["cells"] if c["cell_type"] == "markdown"]) == len(markdown) - 1
+
+
 @pytest.mark.parametrize("edition", EDITIONS, ids=lambda p: p.stem)
 def test_a_committed_edition_is_the_chapter_run_on_mpnet_and_not_stale(edition):
     chapter = edition.stem

@@ -46,6 +46,14 @@ OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
 EXPLICIT = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^<>]+)>$")
 # Repository-only commands and files, as code text in the prose: `make bench`, `benchmarks/bench_x.py`.
 REPOSITORY_ONLY = re.compile(r"(?<!\[)`(?P<item>make [\w-]+|(?:benchmarks|tests|src|docs)/[\w./-]*)`(?!\])")
+# A live explorer of the book's pages (_static/explorer.js): it draws in the browser and cannot run in Colab.
+EXPLORER = re.compile(r'<div class="explorer"(?P<attributes>[^>]*)>\s*</div>')
+EXPLORER_ATTRIBUTE = re.compile(r'(?P<key>id|data-explorer)="(?P<value>[^"]*)"')
+# what Colab offers in its stead, by the explorer's kind (data-explorer)
+EXPLORER_IN_COLAB = {
+    "null-space": "here the widget of the next code cell (`helpers.NullSpaceExplorer`) moves the whole matrix",
+    "attention-split": "here the code cells compute the same split for any text, layer and head",
+}
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$|])")
 ADMONITIONS = ("note", "tip", "important", "warning", "caution", "attention", "hint", "seealso")
 DIAGRAMS = "book/diagrams"
@@ -256,6 +264,20 @@ def _repository_link(match: re.Match, links: BookLinks) -> str:
     return f"[`{item}`]({links.blob(path)})"
 
 
+def explorer_note(match: re.Match, links: BookLinks, docname: str) -> str:
+    """The note that stands for a live explorer (``<div class="explorer" ...>``) in the Colab edition:
+    where the explorer is on the book's page, and what runs in Colab instead."""
+    attributes = dict(EXPLORER_ATTRIBUTE.findall(match["attributes"]))
+    kind = attributes.get("data-explorer", "")
+    if kind not in EXPLORER_IN_COLAB:
+        raise ValueError(f"{docname}: the explorer {kind!r} has no Colab note (EXPLORER_IN_COLAB)")
+    page = links.page(docname, attributes.get("id", ""))
+    return (
+        f"*The live explorer is on [the book's page]({page}): it draws precomputed numbers in the browser "
+        f"and does not run in Colab; {EXPLORER_IN_COLAB[kind]}.*"
+    )
+
+
 def markdown_text(text: str, links: BookLinks, docname: str, glue: dict[str, str]) -> str:
     """One markdown cell's roles in plain Markdown (directives are ``exercise_cells``' work).
 
@@ -265,6 +287,7 @@ def markdown_text(text: str, links: BookLinks, docname: str, glue: dict[str, str
         docname: the page the text is on (``book/01_anatomy_of_a_head``).
         glue: the notebook's glued values, name -> saved ``text/plain``.
     """
+    text = EXPLORER.sub(lambda m: explorer_note(m, links, docname), text)
     text = ROLE.sub(lambda m: _role(m["name"], m["content"], links, docname, glue), text)
     return REPOSITORY_ONLY.sub(lambda m: _repository_link(m, links), text)
 

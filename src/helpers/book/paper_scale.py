@@ -61,6 +61,9 @@ POINTER = re.compile(r"^\*\*Paper scale:\*\*.*?(?:\n\n|\Z)", re.S | re.M)
 HELPERS = Path(__file__).resolve().parents[1]
 
 
+LIVE_EXPLORER = '<div class="explorer"'  # a cell holding one is left out of the edition
+
+
 def edition_chapters() -> list[str]:
     """The chapters whose method applies to all-mpnet-base-v2, in book order."""
     return [c for c, needs in CHAPTER_NEEDS.items() if set(needs) <= MPNET_OFFERS]
@@ -119,6 +122,10 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
     if chapter not in edition_chapters():
         raise ValueError(f"{chapter} is not in the paper-scale edition: {refused_chapters().get(chapter, 'unknown')}")
     notebook = copy.deepcopy(chapter_notebook)
+    # a live explorer draws the bundled model's precomputed numbers (book/explorers/): not this edition's model
+    notebook["cells"] = [
+        c for c in notebook["cells"] if c["cell_type"] != "markdown" or LIVE_EXPLORER not in "".join(c["source"])
+    ]
     labels = _labels(notebook, chapter)
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     first = "".join(code[0]["source"])
