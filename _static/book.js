@@ -76,3 +76,107 @@ document.addEventListener("DOMContentLoaded", function () {
     window.location.replace("api/" + match[1] + ".html" + window.location.hash);
   }
 });
+
+// On a phone a figure of side-by-side panels is drawn again with its panels one below the other. Its PNG
+// names its columns (helpers.book.plots.panels: a tEXt chunk "book-panels" holding the cuts between the
+// columns and the band of rows the panels fill, in fractions of the image). Each column becomes a canvas
+// cut from the loaded image; a title above the band or a legend below it becomes a piece of its own,
+// trimmed to its ink. book.css shows the stack, and hides the scrolling figure, below 600 px. Opened from
+// disk (file://) the PNG cannot be read back and the figure keeps its scrolling box.
+var PANELS_KEY = "book-panels";
+
+function pngPanels(buffer) {
+  var bytes = new Uint8Array(buffer);
+  var view = new DataView(buffer);
+  for (var at = 8; at + 12 <= bytes.length; ) {
+    var length = view.getUint32(at);
+    var type = String.fromCharCode(bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]);
+    if (type === "tEXt") {
+      var data = bytes.subarray(at + 8, at + 8 + length);
+      var zero = data.indexOf(0);
+      if (String.fromCharCode.apply(null, data.subarray(0, zero)) === PANELS_KEY) {
+        return JSON.parse(String.fromCharCode.apply(null, data.subarray(zero + 1)));
+      }
+    }
+    if (type === "IEND") break;
+    at += 12 + length;
+  }
+  return undefined; // no chunk: not a figure of the book's helpers
+}
+
+function inkColumns(canvas) {
+  // the first and last column holding a pixel darker than near-white: where a title or legend lies
+  var ctx = canvas.getContext("2d");
+  var pixels = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  var first = canvas.width, last = -1;
+  for (var y = 0; y < canvas.height; y++) {
+    for (var x = 0; x < canvas.width; x++) {
+      var i = 4 * (y * canvas.width + x);
+      if (pixels[i + 3] > 0 && pixels[i] + pixels[i + 1] + pixels[i + 2] < 690) {
+        if (x < first) first = x;
+        if (x > last) last = x;
+      }
+    }
+  }
+  return last < 0 ? null : [Math.max(0, first - 6), Math.min(canvas.width, last + 7)];
+}
+
+function cutPiece(img, x0, y0, x1, y1, trim) {
+  var canvas = document.createElement("canvas");
+  canvas.width = x1 - x0;
+  canvas.height = y1 - y0;
+  canvas.getContext("2d").drawImage(img, x0, y0, x1 - x0, y1 - y0, 0, 0, x1 - x0, y1 - y0);
+  if (!trim) return canvas;
+  var ink = inkColumns(canvas);
+  if (!ink) return null;
+  return cutPiece(img, x0 + ink[0], y0, x0 + ink[1], y1, false);
+}
+
+function stackPanels(img, layout) {
+  var W = img.naturalWidth, H = img.naturalHeight;
+  var top = Math.round(layout.band[0] * H), bottom = Math.round(layout.band[1] * H);
+  var pieces = [];
+  if (top > 3) pieces.push(cutPiece(img, 0, 0, W, top, true));
+  for (var k = 0; k + 1 < layout.cuts.length; k++) {
+    pieces.push(cutPiece(img, Math.round(layout.cuts[k] * W), top, Math.round(layout.cuts[k + 1] * W), bottom, false));
+  }
+  if (H - bottom > 3) pieces.push(cutPiece(img, 0, bottom, W, H, true));
+  var stack = document.createElement("a");
+  stack.className = "figure-stack";
+  stack.href = img.getAttribute("src");
+  stack.target = "_blank";
+  stack.rel = "noopener";
+  stack.title = "open the figure at full size";
+  stack.setAttribute("aria-label", (img.alt ? img.alt + ": " : "") + "the figure's panels one below the other");
+  pieces.forEach(function (piece) {
+    if (piece) stack.appendChild(piece);
+  });
+  var box = img.closest("div.figure-scroll");
+  box.parentNode.insertBefore(stack, box);
+  box.classList.add("stacked");
+}
+
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("div.cell_output div.figure-scroll img").forEach(function (img) {
+    var done = function (state) {
+      img.dataset.panels = state;
+    };
+    fetch(img.src)
+      .then(function (response) {
+        return response.arrayBuffer();
+      })
+      .then(function (buffer) {
+        var layout = pngPanels(buffer);
+        if (!layout) return done(layout === null ? "one column" : "unnamed");
+        var draw = function () {
+          stackPanels(img, layout);
+          done("stacked");
+        };
+        if (img.complete && img.naturalWidth) draw();
+        else img.addEventListener("load", draw);
+      })
+      .catch(function () {
+        done("unread");
+      });
+  });
+});

@@ -19,6 +19,7 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
     """
     import transformers
 
+    from .plots.panels import show_panels_in_png
     from .plots.style import set_style
 
     random.seed(seed)
@@ -31,6 +32,7 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
     # matplotlib reports font fallbacks that depend on the machine's font cache, not on the chapter
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     set_style()
+    show_panels_in_png()  # a figure's side-by-side panels, named in its PNG for a phone to stack
 
 
 def glue(name: str, value, fmt: str | None = None) -> str:

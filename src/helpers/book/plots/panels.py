@@ -1,0 +1,124 @@
+"""Where a figure's side-by-side panels lie in its PNG, so that a phone can stack them.
+
+A figure of several panels in a row is wider than a phone's column; shown whole it is too small to
+read, scrolled it is read through a slit. :func:`panel_layout` finds the figure's columns of panels
+(each axes with its labels, a colour bar joined to the panel beside it) in the coordinates of the PNG
+the notebook saves (``bbox_inches="tight"``, as IPython's inline backend saves it). :func:`figure_png`
+writes that PNG with the layout in a ``tEXt`` chunk named ``PANELS_KEY``, and
+:func:`show_panels_in_png` makes it the notebook's PNG formatter for every figure. The book's
+``_static/book.js`` reads the chunk and, on a narrow screen, draws the columns one below the other.
+
+The layout, in fractions of the PNG's width and height (y from the top)::
+
+    {"cuts": [0.0, 0.52, 1.0],   # column k spans cuts[k]..cuts[k + 1]
+     "band": [0.08, 0.86]}       # the rows the panels fill; above is a title, below a legend
+
+A figure of one column carries ``null``: every figure the book shows went through here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import matplotlib as mpl
+from matplotlib.figure import Figure
+
+__all__ = ["PANELS_KEY", "panel_layout", "figure_png", "show_panels_in_png", "read_panels"]
+
+PANELS_KEY = "book-panels"
+# a group of axes narrower than this share of the figure (a colour bar, a marginal strip) is no column of
+# its own: it joins the column to its left
+NARROW = 0.12
+# two columns whose labels overlap by less than this share of the width are still two columns
+OVERLAP = 0.02
+
+
+def _tight_box(fig: Figure, renderer):
+    """The region ``savefig(bbox_inches="tight")`` writes, in inches (its padding included)."""
+    return fig.get_tightbbox(renderer).padded(mpl.rcParams["savefig.pad_inches"])
+
+
+def panel_layout(fig: Figure) -> dict | None:
+    """The columns of ``fig``'s panels in its tight-cropped PNG: ``{"cuts": [...], "band": [top, bottom]}``
+    (fractions, y from the top), or None for a figure of one column."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = _tight_box(fig, renderer)
+    spans = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        inches = ax.get_tightbbox(renderer).transformed(fig.dpi_scale_trans.inverted())
+        spans.append(
+            (
+                float((inches.x0 - box.x0) / box.width),
+                float((inches.x1 - box.x0) / box.width),
+                float((box.y1 - inches.y1) / box.height),
+                float((box.y1 - inches.y0) / box.height),
+            )
+        )
+    if len(spans) < 2:
+        return None
+    columns: list[list[float]] = []
+    for x0, x1, _, _ in sorted(spans):
+        if columns and x0 < columns[-1][1] - OVERLAP:  # within the column so far
+            columns[-1][1] = max(columns[-1][1], x1)
+        else:
+            columns.append([x0, x1])
+    merged: list[list[float]] = []
+    for column in columns:
+        if merged and column[1] - column[0] < NARROW:
+            merged[-1][1] = column[1]
+        else:
+            merged.append(column)
+    if len(merged) < 2:
+        return None
+    cuts = [0.0] + [round((left[1] + right[0]) / 2, 4) for left, right in zip(merged, merged[1:], strict=False)]
+    band = [max(0.0, min(s[2] for s in spans)), min(1.0, max(s[3] for s in spans))]
+    return {"cuts": cuts + [1.0], "band": [round(band[0], 4), round(band[1], 4)]}
+
+
+def figure_png(fig: Figure) -> bytes:
+    """``fig`` as the notebook shows it (PNG, tight box, the figure's dpi), its layout in a tEXt chunk."""
+    layout = panel_layout(fig)
+    buffer = io.BytesIO()
+    fig.savefig(
+        buffer,
+        format="png",
+        bbox_inches="tight",
+        dpi=fig.dpi,
+        facecolor=fig.get_facecolor(),
+        edgecolor=fig.get_edgecolor(),
+        metadata={PANELS_KEY: json.dumps(layout)},
+    )
+    return buffer.getvalue()
+
+
+def read_panels(png: bytes) -> dict | None:
+    """The layout a PNG written by :func:`figure_png` carries: None for one column; KeyError for a PNG
+    that was not written by it."""
+    from PIL import Image
+
+    text = Image.open(io.BytesIO(png)).text
+    if PANELS_KEY not in text:
+        raise KeyError(f"the PNG has no {PANELS_KEY!r} chunk: it was not written by figure_png")
+    return json.loads(text[PANELS_KEY])
+
+
+def show_panels_in_png(shell=None) -> bool:
+    """Make :func:`figure_png` the IPython shell's PNG formatter for figures; False outside IPython."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return False
+        shell = get_ipython()
+    if shell is None:
+        return False
+    # the inline backend registers its own PNG formatter when pyplot first makes a figure: make one first
+    import matplotlib.pyplot as plt
+
+    plt.close(plt.figure())
+    shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
+    return True
