@@ -237,8 +237,26 @@ _OUTPUT_TEXT_JS = """() => [...document.querySelectorAll('.cell_output pre, .cel
 _FIGURE_SCALES_JS = """async () => {
   const imgs = [...document.querySelectorAll('.cell_output img')];
   await Promise.all(imgs.map(img => { img.loading = 'eager'; return img.decode().catch(() => null); }));
-  return imgs.filter(img => img.naturalWidth > 0 && img.offsetParent !== null)
+  const shown = imgs.filter(img => img.naturalWidth > 0 && img.offsetParent !== null)
     .map(img => ({src: img.getAttribute('src'), shown: img.getBoundingClientRect().width, natural: img.naturalWidth}));
+  // a figure's panels stacked for a phone (book.js): each piece is a canvas cut from the image at its pixels
+  const pieces = [...document.querySelectorAll('a.figure-stack canvas')].filter(c => c.offsetParent !== null)
+    .map(c => ({src: c.closest('a').getAttribute('href') + ' (a stacked piece)',
+                shown: c.getBoundingClientRect().width, natural: c.width}));
+  return shown.concat(pieces);
+}"""
+# Once book.js has read every figure's PNG: the figures whose PNG names two or more columns of panels
+# and that are not shown stacked (book.js marks each img with data-panels when it is done with it).
+_UNSTACKED_JS = """async () => {
+  const imgs = [...document.querySelectorAll('div.cell_output div.figure-scroll img')];
+  for (let wait = 0; wait < 100 && imgs.some(img => !img.dataset.panels); wait++)
+    await new Promise(r => setTimeout(r, 100));
+  const states = imgs.map(img => img.dataset.panels || 'not read');
+  const bad = imgs.filter(img => img.dataset.panels !== 'stacked' && img.dataset.panels !== 'one column')
+    .map(img => img.getAttribute('src') + ': ' + (img.dataset.panels || 'not read'));
+  const hidden = [...document.querySelectorAll('a.figure-stack')].filter(a => a.offsetParent === null)
+    .map(a => a.getAttribute('href') + ': stacked but not shown');
+  return {bad: bad.concat(hidden), stacked: states.filter(s => s === 'stacked').length};
 }"""
 
 # Elements whose right edge passes the content column's (inside a scrolling box is fine).
@@ -504,6 +522,8 @@ def test_page_at_phone_width(browser, server, page_path):
             for item in page.evaluate(_OVERFLOW_JS)
             if not item.startswith("a display equation")
         ]
+        stacking = page.evaluate(_UNSTACKED_JS)
+        problems += [f"a figure not stacked for a phone: {item}" for item in stacking["bad"]]
         problems += small_figures(page, PHONE_MIN_FIGURE_SCALE)
         problems += [f"a scoreboard verdict off the screen: {item}" for item in page.evaluate(_VERDICTS_OFF_SCREEN_JS)]
         problems += [
@@ -515,6 +535,29 @@ def test_page_at_phone_width(browser, server, page_path):
     finally:
         context.close()
     assert not problems, f"{page_path} at {PHONE['width']} px:\n  " + "\n  ".join(problems)
+
+
+def test_multi_panel_figures_stack_on_a_phone_and_only_there(browser, server):
+    """The stacking is not vacuous: chapter 8's figures of two panels side by side stack at 390 px (book.js,
+    from the columns their PNGs name), and at 1280 px every figure shows whole, no stack on the screen."""
+    page_path = next((p for p in reading_pages() if p.startswith("book/08_")), None)
+    if page_path is None:
+        pytest.skip("no built chapter 8")
+    counts = {}
+    for width in (PHONE["width"], 1280):
+        context = browser.new_context(viewport={"width": width, "height": 900}, device_scale_factor=1)
+        page = context.new_page()
+        try:
+            page.goto(f"{server}/{page_path}", wait_until="load")
+            result = page.evaluate(_UNSTACKED_JS)
+            counts[width] = (result["stacked"], page.evaluate(_ON_SCREEN_JS, "a.figure-stack canvas"))
+            if width == PHONE["width"]:
+                page.locator("a.figure-stack").first.scroll_into_view_if_needed()
+                page.screenshot(path=str(SCREENSHOTS / "phone__stacked_figure.png"))
+        finally:
+            context.close()
+    assert counts[PHONE["width"]][0] >= 2, f"chapter 8 at 390 px stacks {counts[PHONE['width']][0]} figures"
+    assert counts[1280][1] == 0, "at 1280 px a stacked copy of a figure is on the screen"
 
 
 def test_math_is_served_from_the_build():
