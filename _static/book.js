@@ -148,8 +148,12 @@ function stackPanels(img, layout) {
   stack.rel = "noopener";
   stack.title = "open the figure at full size";
   stack.setAttribute("aria-label", (img.alt ? img.alt + ": " : "") + "the figure's panels one below the other");
+  // every piece at one scale: the widest column fills the column of text, the others keep its proportions
+  var widest = Math.max.apply(null, pieces.filter(Boolean).map(function (piece) { return piece.width; }));
   pieces.forEach(function (piece) {
-    if (piece) stack.appendChild(piece);
+    if (!piece) return;
+    piece.style.width = ((100 * piece.width) / widest).toFixed(2) + "%";
+    stack.appendChild(piece);
   });
   var box = img.closest("div.figure-scroll");
   box.parentNode.insertBefore(stack, box);
