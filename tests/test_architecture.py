@@ -210,6 +210,8 @@ BARE_RETURNS = {
     "helpers.drivers.embedding_edits.effective_rows": "helpers.model.capture.editing's contract: (A, values)",
     "helpers.book.colab_text.glossary_anchors": "one anchor per term, keyed by the glossary's own terms",
     "helpers.book.records.committed_record": "the JSON record the report reads, as Claims.record writes it",
+    "helpers.book.plots.panels.panel_layout": "the JSON object a figure's PNG carries for book.js to read",
+    "helpers.book.plots.panels.read_panels": "that JSON object, read back from the PNG",
     "helpers.book.paper_scale.refused_chapters": "one reason per chapter, keyed by the book's chapter names",
     "helpers.book.paper_scale.edition_notebook": "a notebook in nbformat's JSON, written to a .ipynb file",
     "helpers.book.paper_scale.stamp": "a notebook in nbformat's JSON, written to a .ipynb file",

@@ -97,13 +97,15 @@ def figure_png(fig: Figure) -> bytes:
 
 def read_panels(png: bytes) -> dict | None:
     """The layout a PNG written by :func:`figure_png` carries: None for one column; KeyError for a PNG
-    that was not written by it."""
-    from PIL import Image
-
-    text = Image.open(io.BytesIO(png)).text
-    if PANELS_KEY not in text:
-        raise KeyError(f"the PNG has no {PANELS_KEY!r} chunk: it was not written by figure_png")
-    return json.loads(text[PANELS_KEY])
+    that was not written by it. Reads the PNG's chunks (length, type, data, CRC) as book.js does."""
+    at = 8  # past the signature
+    while at + 12 <= len(png):
+        length = int.from_bytes(png[at : at + 4], "big")
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        if kind == b"tEXt" and data.split(b"\0", 1)[0] == PANELS_KEY.encode():
+            return json.loads(data.split(b"\0", 1)[1].decode("latin-1"))
+        at += 12 + length
+    raise KeyError(f"the PNG has no {PANELS_KEY!r} chunk: it was not written by figure_png")
 
 
 def show_panels_in_png(shell=None) -> bool:
