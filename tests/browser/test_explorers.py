@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 # test_pages.py's fixtures, imported under their names so that pytest finds them here
-from .test_pages import _OVERFLOW_JS, HTML, PHONE, browser, server  # noqa: F401
+from .test_pages import _OVERFLOW_JS, HTML, PHONE, browser, keep_offline, server  # noqa: F401
 
 CHAPTER_3 = "book/03_simplex_null_spaces.html"
 CHAPTER_4 = "book/04_effective_attention.html"
@@ -31,16 +31,7 @@ def _open(browser, server, page_path, viewport=None):
     page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: problems.append(str(exc)))
 
-    def refuse_outside(route):  # as test_pages.py: the favicon is the browser's request, anything else must stay
-        if route.request.url == f"{server}/favicon.ico":
-            route.fulfill(status=204)
-        elif route.request.url.startswith(server):
-            route.continue_()
-        else:
-            problems.append(f"request leaves the machine: {route.request.url}")
-            route.abort()
-
-    page.route("**/*", refuse_outside)
+    keep_offline(page, server, problems)
     page.goto(f"{server}/{page_path}", wait_until="load")
     return context, page, problems
 

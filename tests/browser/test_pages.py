@@ -329,6 +329,22 @@ def test_stutter_patterns():
     assert not stutter_problems(["the head of this chapter (layer LAYER, head HEAD)"])
 
 
+def keep_offline(page, server: str, problems: list[str]) -> None:
+    """Serve the page's requests from ``server`` only: one that would leave the machine is refused and
+    recorded in ``problems`` (the favicon, asked for by the browser and not by the book, gets an empty answer)."""
+
+    def refuse_outside(route):
+        if route.request.url == f"{server}/favicon.ico":
+            route.fulfill(status=204)
+        elif route.request.url.startswith(server):
+            route.continue_()
+        else:
+            problems.append(f"request leaves the machine: {route.request.url}")
+            route.abort()
+
+    page.route("**/*", refuse_outside)
+
+
 def small_figures(page, min_scale: float) -> list[str]:
     """Figures shown at less than ``min_scale`` of their natural width: their 10-pt text renders too small."""
     problems = []
@@ -421,16 +437,7 @@ def test_page(browser, server, page_path):
     page.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None)
     page.on("pageerror", lambda exc: problems.append(f"uncaught exception: {exc}"))
 
-    def refuse_outside(route):
-        if route.request.url == f"{server}/favicon.ico":  # asked for by the browser, not by the book
-            route.fulfill(status=204)
-        elif route.request.url.startswith(server):
-            route.continue_()
-        else:
-            problems.append(f"request leaves the machine: {route.request.url}")
-            route.abort()
-
-    page.route("**/*", refuse_outside)
+    keep_offline(page, server, problems)
     try:
         page.goto(f"{server}/{page_path}", wait_until="load")
         if page.locator(".math, mjx-container").count():
