@@ -78,7 +78,9 @@ def make_venv(venv: Path) -> None:
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
     except (OSError, subprocess.CalledProcessError) as err:
         sys.exit(f"colab-check needs Python 3.12 (Colab's): set COLAB_PYTHON to its interpreter ({err})")
-    pip(venv, "install", "--quiet", *colab_tool()["stack"])
+    stack = colab_tool()["stack"]
+    pip(venv, "install", "--quiet", *[s for s in stack if s.startswith("pip=")])  # Colab's pip first
+    pip(venv, "install", "--quiet", *[s for s in stack if not s.startswith("pip=")])
     (venv / BASELINE).write_text("\n".join(installed(venv).values()) + "\n")
 
 
@@ -190,6 +192,10 @@ def main(args: list[str]) -> int:
         del os.environ[name]  # a reader's Colab has none of these: the chapters' defaults apply
     if not (venv / BASELINE).is_file():
         make_venv(venv)
+    wanted = [s for s in colab_tool()["stack"] if s.startswith("pip=")]
+    if wanted and installed(venv).get("pip") != wanted[0]:
+        print(f"The simulated Colab's pip is not Colab's: installing {wanted[0]}", flush=True)
+        pip(venv, "install", "--quiet", wanted[0])
     with tempfile.TemporaryDirectory(prefix="colab-check-clone-") as tmp:
         clone = fresh_clone(Path(tmp), os.environ.get("COLAB_CHECK_BRANCH", "main"))
         failed = [e for e in editions if check(e, venv, clone)]
