@@ -1,7 +1,7 @@
 // Clicking a figure in a cell's output opens it at full size in a new tab.
 // On a narrow screen (a phone) a figure is never shrunk below the size at which its 10-pt text reads at
-// about 6 px: it keeps that width and scrolls sideways inside its own box instead.
-var LEGIBLE_SCALE = 0.42; // 10 pt at the figures' 110 dpi is 15.3 px; 0.42 of it is 6.4 px
+// 8 px: it keeps that width and scrolls sideways inside its own box instead.
+var LEGIBLE_SCALE = 0.53; // 10 pt at the figures' 110 dpi is 15.3 px; 0.53 of it is 8.1 px
 
 document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("div.cell_output img").forEach(function (img) {
@@ -121,11 +121,16 @@ function inkColumns(canvas) {
   return last < 0 ? null : [Math.max(0, first - 6), Math.min(canvas.width, last + 7)];
 }
 
-function cutPiece(img, x0, y0, x1, y1, trim) {
+function cutPiece(img, x0, y0, x1, y1, trim, strip) {
+  // the image's region x0..x1, y0..y1; trim: cut to its ink (a title, a legend); strip: [s0, s1], the first
+  // column's y-axis labels, drawn on the left of a column that shares its y axis and has none of its own
+  var lead = strip ? strip[1] - strip[0] : 0;
   var canvas = document.createElement("canvas");
-  canvas.width = x1 - x0;
+  canvas.width = lead + x1 - x0;
   canvas.height = y1 - y0;
-  canvas.getContext("2d").drawImage(img, x0, y0, x1 - x0, y1 - y0, 0, 0, x1 - x0, y1 - y0);
+  var ctx = canvas.getContext("2d");
+  if (strip) ctx.drawImage(img, strip[0], y0, lead, y1 - y0, 0, 0, lead, y1 - y0);
+  ctx.drawImage(img, x0, y0, x1 - x0, y1 - y0, lead, 0, x1 - x0, y1 - y0);
   if (!trim) return canvas;
   var ink = inkColumns(canvas);
   if (!ink) return null;
@@ -135,12 +140,16 @@ function cutPiece(img, x0, y0, x1, y1, trim) {
 function stackPanels(img, layout) {
   var W = img.naturalWidth, H = img.naturalHeight;
   var top = Math.round(layout.band[0] * H), bottom = Math.round(layout.band[1] * H);
-  var pieces = [];
-  if (top > 3) pieces.push(cutPiece(img, 0, 0, W, top, true));
+  var labels = layout.ylabels || { strip: null, columns: [] };
+  var strip = labels.strip && [Math.round(labels.strip[0] * W), Math.round(labels.strip[1] * W)];
+  var columns = [];
   for (var k = 0; k + 1 < layout.cuts.length; k++) {
-    pieces.push(cutPiece(img, Math.round(layout.cuts[k] * W), top, Math.round(layout.cuts[k + 1] * W), bottom, false));
+    var borrow = labels.columns.indexOf(k) >= 0 ? strip : null;
+    columns.push(cutPiece(img, Math.round(layout.cuts[k] * W), top, Math.round(layout.cuts[k + 1] * W), bottom, false, borrow));
   }
-  if (H - bottom > 3) pieces.push(cutPiece(img, 0, bottom, W, H, true));
+  var pieces = [top > 3 ? cutPiece(img, 0, 0, W, top, true) : null]
+    .concat(columns)
+    .concat([H - bottom > 3 ? cutPiece(img, 0, bottom, W, H, true) : null]);
   var stack = document.createElement("a");
   stack.className = "figure-stack";
   stack.href = img.getAttribute("src");
@@ -148,12 +157,19 @@ function stackPanels(img, layout) {
   stack.rel = "noopener";
   stack.title = "open the figure at full size";
   stack.setAttribute("aria-label", (img.alt ? img.alt + ": " : "") + "the figure's panels one below the other");
-  // every piece at one scale: the widest column fills the column of text, the others keep its proportions
-  var widest = Math.max.apply(null, pieces.filter(Boolean).map(function (piece) { return piece.width; }));
+  // every piece at one scale: the widest column of panels fills the column of text, the others keep its
+  // proportions; a title or legend wider than that scrolls sideways in a box of its own rather than shrink
+  var widest = Math.max.apply(null, columns.map(function (piece) { return piece.width; }));
   pieces.forEach(function (piece) {
     if (!piece) return;
-    piece.style.width = ((100 * piece.width) / widest).toFixed(2) + "%";
-    stack.appendChild(piece);
+    var share = (100 * piece.width) / widest;
+    piece.style.width = share.toFixed(2) + "%";
+    if (share <= 100.5) return stack.appendChild(piece);
+    piece.style.maxWidth = "none";
+    var wide = document.createElement("div");
+    wide.className = "figure-stack-wide";
+    wide.appendChild(piece);
+    stack.appendChild(wide);
   });
   var box = img.closest("div.figure-scroll");
   box.parentNode.insertBefore(stack, box);

@@ -150,7 +150,8 @@
       state.text = text;
     }
 
-    canvas.addEventListener("pointermove", function (event) {
+    // the readout follows a mouse, and a finger's tap (a tap fires pointerdown and click, no pointermove)
+    var readout = function (event) {
       if (!state.geometry) return;
       var box = canvas.getBoundingClientRect(), x = event.clientX - box.left, y = event.clientY - box.top;
       state.geometry.forEach(function (g) {
@@ -160,7 +161,8 @@
         hover.textContent = "query " + state.text.tokens[i] + " (position " + i + ") to key " + state.text.tokens[j] +
           " (position " + j + "): raw " + v[0] + ", effective " + v[1] + ", null " + v[2];
       });
-    });
+    };
+    ["pointermove", "pointerdown", "click"].forEach(function (kind) { canvas.addEventListener(kind, readout); });
     textSelect.addEventListener("change", draw);
     window.addEventListener("resize", debounce(draw));
     draw();

@@ -301,7 +301,7 @@ def test_low_level_bad_input(tiny_model, tokenizer):
     _, x, _ = _x_and_reference(tiny_model, tokenizer, SHORT)
     with pytest.raises(ValueError, match="width"):
         linearised.linearise(tiny_model, x[:, :5])
-    with pytest.raises(ValueError, match=r"\(n, d\)"):
+    with pytest.raises(ValueError, match=r"\(n, d_x\)"):
         linearised.linearise(tiny_model, x[None])
     lin = linearised.linearise(tiny_model, x)
     with pytest.raises(ValueError, match="depth"):

@@ -146,6 +146,17 @@ def test_hidden_token_attribution(encoders):
     close(result.norms, expected.norms, what="Jacobian norms")
 
 
+def test_hidden_token_attribution_of_a_cpu_model_on_the_device(encoders):
+    """``device=``: a model loaded on the CPU, its HTA computed on the device, equals the CPU's; the model stays."""
+    (model, tokenizer), _ = encoders
+    encoding = helpers.encode(tokenizer, SHORT, model=model)
+    expected = helpers.hidden_token_attribution(model, encoding, progress=False)
+    result = helpers.hidden_token_attribution(model, encoding, progress=False, device=DEVICE)
+    on(result.norms, "cpu")
+    close(result.norms, expected.norms, what="Jacobian norms computed on the device")
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
 def test_context_mixing(encoders):
     results = [
         helpers.context_mixing(model, helpers.encode(tokenizer, TEXT, model=model), "globenc", rollout=True)

@@ -125,3 +125,16 @@ def test_per_sequence_slopes_keep_the_seed_axis():
     assert slopes.shape == (2, 2)
     assert slopes == pytest.approx(np.array([[1.0, 2.0], [1.0, 2.0]]))
     assert per_sequence_slopes(values[:, 0], groups, states) == pytest.approx([1.0, 1.0])
+
+
+def test_an_interval_end_never_prints_as_the_bound_it_is_read_against():
+    from helpers.methods.intervals import resolving_format
+
+    # -0.011 [-0.014, -0.004] against 0 prints "-0.01 [-0.01, 0.00]" at two decimals: one more is needed
+    assert resolving_format(".2f", [(-0.014, 0.0), (-0.004, 0.0)]) == ".3f"
+    assert resolving_format("+.2f", [(0.0004, 0.0), (0.02, 0.0)]) == "+.4f"
+    assert resolving_format(".1%", [(0.5004, 0.5)]) == ".2%"  # 50.04% against 50%
+    assert resolving_format(".2f", [(0.3, 0.0), (0.5, 0.0)]) == ".2f"  # far from the bound: as asked
+    assert resolving_format(".2f", [(0.0, 0.0)]) == ".2f"  # an end on the bound stays on it
+    assert resolving_format(".2f", [(1e-9, 0.0)]) == ".5f"  # at most three more digits
+    assert resolving_format(".3g", [(1e-9, 0.0)]) == ".3g"  # not fixed-point: unchanged

@@ -51,6 +51,26 @@ def test_a_grid_gives_its_columns_and_a_colour_bar_joins_its_panel():
     assert panel_layout(fig) is None
 
 
+def test_a_shared_y_axis_labelled_once_names_its_strip_and_the_columns_that_need_it():
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3.5), sharey=True, layout="constrained")
+    for ax in axes:
+        ax.plot([1, 2, 3])
+    axes[0].set_ylabel("share of attention")
+    layout = panel_layout(fig)
+    assert layout["ylabels"]["columns"] == [1, 2]
+    x0, x1 = layout["ylabels"]["strip"]
+    assert x0 == 0.0 and 0.03 < x1 < layout["cuts"][1]  # the labels, up to the first panel's spine
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))  # each panel its own y axis: nothing to borrow
+    for ax in axes:
+        ax.plot([1, 2, 3])
+    assert "ylabels" not in panel_layout(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))  # a second panel with no y axis at all: not the first's
+    axes[0].plot([1, 2, 3])
+    axes[1].axis("off")
+    axes[1].text(0.5, 0.5, "a note")
+    assert "ylabels" not in (panel_layout(fig) or {})
+
+
 def test_the_png_carries_its_layout_and_is_the_inline_backends_image():
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
     png = figure_png(fig)

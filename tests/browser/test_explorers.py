@@ -113,3 +113,30 @@ def test_explorer_fits_a_phone(browser, server, page_path, selector):
     finally:
         context.close()
     assert not problems, problems
+
+
+def test_chapter_4_explorer_reads_a_cell_out_at_a_tap(browser, server):
+    """On a phone a tap fires no pointer move: the readout must follow the tap too."""
+    if not (HTML / CHAPTER_4).exists():
+        pytest.skip(f"{CHAPTER_4} is not in the build")
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(str(exc)))
+    keep_offline(page, server, problems)
+    try:
+        page.goto(f"{server}/{CHAPTER_4}", wait_until="load")
+        _drawn(page, SPLIT)
+        canvas = page.locator(f"{SPLIT} canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        hover = page.locator(f"{SPLIT} .explorer-hover")
+        before = hover.inner_text()
+        page.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] * 0.2)
+        page.wait_for_function(
+            "([s, b]) => document.querySelector(s + ' .explorer-hover').textContent !== b", arg=[SPLIT, before]
+        )
+        assert hover.inner_text().startswith("query "), hover.inner_text()
+    finally:
+        context.close()
+    assert not problems, problems

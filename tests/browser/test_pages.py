@@ -499,8 +499,8 @@ _SILENT_SCROLL_JS = """() => [...document.querySelectorAll('div.figure-scroll')]
   .slice(0, 3).map(box => (box.querySelector('img') || {}).src)"""
 
 PHONE = {"width": 390, "height": 844}
-# On a phone a figure may scroll sideways in its box (book.js), but its 10-pt text never renders under 6 px.
-PHONE_MIN_FIGURE_SCALE = 6 / (10 * FIGURE_DPI / 72)
+# On a phone a figure may scroll sideways in its box (book.js), but its 10-pt text never renders under 8 px.
+PHONE_MIN_FIGURE_SCALE = 8 / (10 * FIGURE_DPI / 72)
 
 
 def reading_pages() -> list[str]:
@@ -516,7 +516,7 @@ def reading_pages() -> list[str]:
 @pytest.mark.parametrize("page_path", reading_pages() or ["<no build>"])
 def test_page_at_phone_width(browser, server, page_path):
     """At 390 px: nothing overflows its box (wide tables, code and figures scroll inside their own),
-    and no figure's text is shown under 6 px."""
+    and no figure's text is shown under 8 px."""
     context = browser.new_context(viewport=PHONE, device_scale_factor=1)
     context.set_default_timeout(120_000)
     page = context.new_page()

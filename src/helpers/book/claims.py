@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..methods.intervals import Estimate
+from ..methods.intervals import Estimate, resolving_format
 from .controls import Control, as_bool, as_number
 from .records import load_records, record_defects, record_name, records_dir, report_table
 from .registry import Registry, UnregisteredClaim, load_registry
@@ -304,6 +304,8 @@ class Claims:
             premise=premise_holds,
         )
         verdict = decision.verdict
+        # as many decimals as it takes for no interval end to print as the bound it is read against
+        fmt = resolving_format(fmt, [(end, c.bound) for c in decision.comparisons for end in (c.low, c.high)])
         if decision.reversed and verdict in ("not reproduced", "does not hold"):
             note = "reversed: the interval lies on the other side of the control" + (f"; {note}" if note else "")
         if verdict == "too few sequences":

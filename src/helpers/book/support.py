@@ -40,7 +40,8 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "probe_layers": ("both", "reads collect_hidden_tokens' output (so not yet MPNet)"),
     "hidden_token_attribution": (
         "both",
-        "BERT and MPNet encoders, and Llama / Qwen2 decoders (zero above the diagonal)",
+        "every post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet) and Llama / Qwen2 decoders "
+        "(zero above the diagonal); refuses GPT-2 (not yet linearised)",
     ),
     "attribute_examples": ("both", "a decoder: single texts (encode refuses a pair)"),
     "context_mixing": ("encoder", "BERT only"),

@@ -27,8 +27,10 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import LINEARISED_ENCODERS, check_autograd, check_supported, check_tensor, float32_model
+from ..model.checks import UnsupportedModelError, check_autograd, check_tensor, float32_model
+from ..model.loaded import on_device
 from ..model.numbering import check_count, check_integer, check_seed, layer_index
+from ..model.post_norm import POST_NORM_ENCODERS, input_width
 from ..model.text import check_encoding
 from . import decoder_jacobians, jacobians, linearised, linearised_decoder
 
@@ -39,6 +41,7 @@ __all__ = [
     "attribute_linearised",
     "AttributionOptions",
     "check_attribution_options",
+    "check_hta_family",
     "contributions_from_norms",
     "self_contribution",
     "own_input_is_largest",
@@ -137,6 +140,7 @@ def hidden_token_attribution(
     chunk_size: int | None = None,
     memory_mb: float = jacobians.DEFAULT_MEMORY_MB,
     progress: bool = True,
+    device: str | torch.device | None = None,
 ) -> Attribution:
     """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
 
@@ -156,10 +160,15 @@ def hidden_token_attribution(
         chunk_size: tangents per batched push (default: from ``memory_mb``).
         memory_mb: rough bound on the working memory (raise it on a large GPU).
         progress: show a progress bar over chunks of tangents.
+        device: where the linearised forward runs (``"cuda"``, ``"cuda:1"``, ``"cpu"``); default: the model's
+            device. A model elsewhere is copied there for the call (its weights once more in that device's
+            memory; the model itself does not move). The exact norms are a few large batched matrix products
+            per chunk of tangents, so a GPU runs them at a large share of its matrix-product rate; raise
+            ``memory_mb`` there to push more tangents per chunk.
 
     Returns:
-        An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layer_numbers), n, n).
-        A bfloat16 / float16 model is linearised through a float32 copy of itself.
+        An ``Attribution`` with ``contributions`` and ``norms`` of shape (len(layer_numbers), n, n), on
+        the CPU whatever the device. A bfloat16 / float16 model is linearised through a float32 copy of itself.
 
     Raises:
         ValueError: unknown estimator, samples out of range, a sequence longer than the
@@ -170,17 +179,40 @@ def hidden_token_attribution(
         RuntimeError: called under ``torch.inference_mode()`` (the Jacobians need autograd; ``no_grad`` is fine).
     """
     check_autograd("hidden_token_attribution")
-    decoder = getattr(getattr(model, "config", None), "model_type", None) in linearised_decoder.DECODER_FAMILIES
-    if not decoder:
-        check_supported(model, LINEARISED_ENCODERS)  # BERT, or MPNet (its position bias is in the linearisation)
+    check_hta_family(model)
+    decoder = model.config.model_type in linearised_decoder.DECODER_FAMILIES
     options = check_attribution_options(
         model, estimator, samples, layer_numbers, seed, chunk_size=chunk_size, memory_mb=memory_mb, progress=progress
     )
     check_encoding(model, encoding)
     model = float32_model(model)  # bfloat16 / float16: the linearisation runs on a float32 copy
+    if device is not None:
+        model, encoding = on_device(model, encoding, device)
     internals = capture(model, encoding)
     linearise = linearised_decoder.linearise_decoder if decoder else linearised.linearise
     return attribute_linearised(linearise(model, internals.x, reference=internals.hidden_states), encoding, options)
+
+
+# families HTA's linearisation does not follow yet, and why
+_HTA_GAPS = {
+    "gpt2": "GPT-2 is a pre-norm decoder with LayerNorm, learned positions and a GELU MLP; the decoder linearisation "
+    "follows RMSNorm, RoPE and SwiGLU (Llama, Qwen2) only",
+}
+
+
+def check_hta_family(model: PreTrainedModel, method: str = "hidden_token_attribution") -> None:
+    """Raise ``UnsupportedModelError`` unless exact HTA linearises ``model``'s family: a post-norm encoder
+    (``POST_NORM_ENCODERS``) or a Llama-family decoder. The message names the method, the family and why."""
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type in POST_NORM_ENCODERS or model_type in linearised_decoder.DECODER_FAMILIES:
+        return
+    why = _HTA_GAPS.get(model_type, "its layers are not among those the linearised forwards follow")
+    raise UnsupportedModelError(
+        f"{method} does not take model_type={model_type!r} ({type(model).__name__}): {why}. It takes the "
+        f"post-norm encoders ({', '.join(POST_NORM_ENCODERS)}) and the decoders "
+        f"({', '.join(linearised_decoder.DECODER_FAMILIES)})."
+    )
 
 
 class AttributionOptions(NamedTuple):
@@ -209,7 +241,7 @@ def check_attribution_options(
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise ValueError(f"Unknown estimator {estimator!r}; choose one of {ESTIMATORS}.")
     if estimator == "estimate":  # the exact norms take no samples: whatever is passed is unused
-        samples = check_integer(samples, "samples (d gives the exact values)", 1, model.config.hidden_size)
+        samples = check_integer(samples, "samples (d gives the exact values)", 1, input_width(model))
     if chunk_size is not None:
         chunk_size = check_count(chunk_size, "chunk_size")
     if not memory_mb > 0:

@@ -23,12 +23,21 @@ seeds the seed draw has 10 distinct outcomes, so the interval is rough, but no l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "bootstrap", "paired_difference", "per_sequence_slopes", "RESAMPLES", "LEVEL"]
+__all__ = [
+    "Estimate",
+    "bootstrap",
+    "paired_difference",
+    "per_sequence_slopes",
+    "resolving_format",
+    "RESAMPLES",
+    "LEVEL",
+]
 
 RESAMPLES = 2000
 """Bootstrap draws per interval (the referee's minimum is 1000)."""
@@ -57,6 +66,29 @@ class Estimate:
         """The same estimate less a constant (a fixed control)."""
         other = float(other)
         return Estimate(self.value - other, self.low - other, self.high - other, self.sequences, self.level)
+
+
+_FIXED = re.compile(r"^(?P<head>[^.]*\.)(?P<digits>\d+)(?P<kind>[f%])$")
+
+
+def resolving_format(fmt: str, ends: Sequence[tuple[float, float]], extra: int = 3) -> str:
+    """``fmt`` with as many more decimals (up to ``extra``) as it takes for no interval end to print as its bound.
+
+    ``ends``: (end, bound) pairs. An interval printed "-0.01 [-0.01, 0.00]" against a bound of 0 reads as
+    touching it whether or not it does; with one more digit it prints "-0.011 [-0.014, -0.004]". Ends equal
+    to their bound stay so; a format that is not fixed-point (``.2f``, ``+.3f``, ``.1%``) is returned as is.
+    """
+    match = _FIXED.match(fmt)
+    if match is None:
+        return fmt
+    digits = int(match["digits"])
+    for more in range(extra + 1):
+        candidate = f"{match['head']}{digits + more}{match['kind']}"
+        if all(
+            end == bound or _unsigned_zero(end, candidate) != _unsigned_zero(bound, candidate) for end, bound in ends
+        ):
+            return candidate
+    return candidate
 
 
 def _unsigned_zero(value: float, fmt: str) -> str:

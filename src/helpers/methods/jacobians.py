@@ -67,6 +67,13 @@ def _ln_tangent(t: torch.Tensor, xhat: torch.Tensor, scale: torch.Tensor) -> tor
     return centred * scale
 
 
+def _embedding_tangent(lin: LinearisedBert, t: torch.Tensor, xhat: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The tangent of E_0 for a tangent ``t: (..., d_x)`` of x: the embedding LayerNorm's, then W_p's where
+    there is a projection (ELECTRA, ALBERT) -> (..., d)."""
+    t = _ln_tangent(t, xhat, scale)
+    return t if lin.projection is None else t @ lin.projection
+
+
 def _build_ffn_jacobians(layer: LinearisedBlock, step_mb: float = 64) -> torch.Tensor:
     """M_i = J_LN1 (I + W_1 diag(slope_i) W_2) J_LN2 for every token: (n, d, d).
 
@@ -155,18 +162,18 @@ def push_tangents(lin: LinearisedBert, token: torch.Tensor, directions: torch.Te
     Args:
         lin: the linearised model.
         token: (B,) the input token j of each tangent.
-        directions: (B, d) the tangent dx_j in the space of the raw embeddings.
+        directions: (B, d_x) the tangent dx_j in the space of the raw embeddings.
         depth: the last layer to reach (default: all).
 
     Yields:
         The tangent of each layer's output, ``dx @ J^l``: (B, n, d), for l = 1..depth.
     """
     depth = lin.depth if depth is None else depth
-    if directions.dim() != 2 or directions.shape[1] != lin.d or token.shape != directions.shape[:1]:
+    if directions.dim() != 2 or directions.shape[1] != lin.d_x or token.shape != directions.shape[:1]:
         raise ValueError(
-            f"directions must be (B, {lin.d}) with token (B,); got {tuple(directions.shape)}, {tuple(token.shape)}."
+            f"directions must be (B, {lin.d_x}) with token (B,); got {tuple(directions.shape)}, {tuple(token.shape)}."
         )
-    r = _ln_tangent(directions.to(lin.xhat_0), lin.xhat_0[token], lin.scale_0[token])  # row j of the LN tangent
+    r = _embedding_tangent(lin, directions.to(lin.xhat_0), lin.xhat_0[token], lin.scale_0[token])  # row j of dE_0
     first = lin.blocks[0]
     dE = _ffn_block_tangent(first, _first_attention_tangent(first, r, token, lin.n, lin.heads))
     yield dE
@@ -178,12 +185,12 @@ def push_tangents(lin: LinearisedBert, token: torch.Tensor, directions: torch.Te
 def hidden_state_tangents(lin: LinearisedBert, tangents: torch.Tensor) -> torch.Tensor:
     """Jacobian-vector products of every layer for dense input tangents.
 
-    tangents: (B, n, d) directions in the space of x -> (L, B, n, d), the
+    tangents: (B, n, d_x) directions in the space of x -> (L, B, n, d), the
     tangents of each layer's output (``dx @ J``). Unoptimised reference path.
     """
-    if tangents.dim() != 3 or tangents.shape[1:] != (lin.n, lin.d):
-        raise ValueError(f"tangents must be (B, {lin.n}, {lin.d}); got {tuple(tangents.shape)}.")
-    dE = _ln_tangent(tangents.to(lin.xhat_0), lin.xhat_0, lin.scale_0)
+    if tangents.dim() != 3 or tangents.shape[1:] != (lin.n, lin.d_x):
+        raise ValueError(f"tangents must be (B, {lin.n}, {lin.d_x}); got {tuple(tangents.shape)}.")
+    dE = _embedding_tangent(lin, tangents.to(lin.xhat_0), lin.xhat_0, lin.scale_0)
     out = []
     for layer in lin.blocks:
         dE = _ffn_block_tangent(layer, _attention_tangent(layer, dE, lin.heads))
@@ -328,7 +335,7 @@ def block_norms(
             default: use them when they save work.
         progress: show a progress bar over chunks (``helpers.model.progress``).
     """
-    n, d = lin.n, lin.d
+    n, d = lin.n, lin.d_x  # d: the input width, over which the squares are summed
     depth = check_norm_options(lin.depth, d, samples, depth, chunk_size, memory_mb)
     k = d if samples is None else samples
     device, dtype = lin.xhat_0.device, lin.xhat_0.dtype

@@ -48,6 +48,7 @@ __all__ = [
     "reverse_mode_row_norms",
     "decoder_hidden_states",
     "decoder_jacfwd_block_norms",
+    "model_block_norms",
 ]
 
 
@@ -382,3 +383,30 @@ def decoder_jacfwd_block_norms(
             jacobian = jacfwd(hidden_of_row)(x[j])  # (L, n, d, d)
         columns.append(jacobian.pow(2).sum(dim=(-2, -1)).sqrt())  # (L, n)
     return torch.stack(columns, dim=-1)
+
+
+def model_block_norms(model: PreTrainedModel, encoding: BatchEncoding, x: torch.Tensor) -> torch.Tensor:
+    """||d e^l_i / d x_j||_F through the model's own forward, for any post-norm encoder: (L, n, n).
+
+    ``x: (n, d_x)`` replaces the input of the embedding LayerNorm (a forward pre-hook), so the
+    model's own code runs everything after it: the projection of ELECTRA and ALBERT, ALBERT's
+    shared layers, MPNet's position bias. The full Jacobian of ``torch.autograd.functional.jacobian``:
+    tiny models only. The model must be in eval mode; pass a float64 copy for a float64 reference.
+    """
+    from ..model.post_norm import embedding_parts
+
+    if model.training:
+        raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
+    norm = embedding_parts(model, "model_block_norms").norm
+    base = model.base_model
+
+    def hidden(inputs: torch.Tensor) -> torch.Tensor:
+        handle = norm.register_forward_pre_hook(lambda module, args: (inputs[None],))
+        try:
+            out = base(**encoding, output_hidden_states=True)
+        finally:
+            handle.remove()
+        return torch.stack(out.hidden_states[1:])[:, 0]  # (L, n, d)
+
+    jacobian = torch.autograd.functional.jacobian(hidden, x.detach(), vectorize=False)  # (L, n, d, n, d_x)
+    return frobenius_blocks(jacobian)

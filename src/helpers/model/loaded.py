@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import NamedTuple
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from .checks import ModelLoadError
 
@@ -39,3 +40,22 @@ def model_device(device: str | torch.device | None = None) -> torch.device:
     if chosen.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {str(chosen)!r}.")
     return chosen
+
+
+class OnDevice(NamedTuple):
+    """A model and an encoding on one device (``on_device``)."""
+
+    model: PreTrainedModel
+    encoding: BatchEncoding
+
+
+def on_device(model: PreTrainedModel, encoding: BatchEncoding, device: str | torch.device) -> OnDevice:
+    """``model`` and ``encoding`` on ``device`` (checked: ``helpers.model.loaded.model_device``): the model
+    itself where it is there already, else a copy of it there; the encoding's tensors moved."""
+    target = model_device(device)
+    here = next(model.parameters()).device
+    if here != target and not (target.type == "cuda" and target.index is None and here.type == "cuda"):
+        model = copy.deepcopy(model).to(target)
+        here = target
+    moved = BatchEncoding({k: v.to(here) if isinstance(v, torch.Tensor) else v for k, v in encoding.items()})
+    return OnDevice(model, moved)

@@ -11,7 +11,12 @@ writes that PNG with the layout in a ``tEXt`` chunk named ``PANELS_KEY``, and
 The layout, in fractions of the PNG's width and height (y from the top)::
 
     {"cuts": [0.0, 0.52, 1.0],   # column k spans cuts[k]..cuts[k + 1]
-     "band": [0.08, 0.86]}       # the rows the panels fill; above is a title, below a legend
+     "band": [0.08, 0.86],       # the rows the panels fill; above is a title, below a legend
+     "ylabels": {"strip": [0.0, 0.07], "columns": [1]}}  # only with a shared y axis: see below
+
+``ylabels`` is there when the panels share a y axis whose tick labels only the first column shows:
+``strip`` is that column's labels (from its left edge to its axes' left spine), ``columns`` the
+columns without labels of their own, which the phone draws with the strip on their left.
 
 A figure of one column carries ``null``: every figure the book shows went through here.
 """
@@ -41,7 +46,8 @@ def _tight_box(fig: Figure, renderer):
 
 def panel_layout(fig: Figure) -> dict | None:
     """The columns of ``fig``'s panels in its tight-cropped PNG: ``{"cuts": [...], "band": [top, bottom]}``
-    (fractions, y from the top), or None for a figure of one column."""
+    (fractions, y from the top) and, for a shared y axis labelled once, ``"ylabels"``; None for a figure of
+    one column."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     box = _tight_box(fig, renderer)
@@ -50,33 +56,53 @@ def panel_layout(fig: Figure) -> dict | None:
         if not ax.get_visible():
             continue
         inches = ax.get_tightbbox(renderer).transformed(fig.dpi_scale_trans.inverted())
+        spine = ax.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted()).x0
+        labelled = any(label.get_visible() and label.get_text() for label in ax.get_yticklabels())
+        limits = tuple(ax.get_ylim()) if ax.axison and len(ax.get_yticks()) else None
         spans.append(
             (
                 float((inches.x0 - box.x0) / box.width),
                 float((inches.x1 - box.x0) / box.width),
                 float((box.y1 - inches.y1) / box.height),
                 float((box.y1 - inches.y0) / box.height),
+                float((spine - box.x0) / box.width),
+                labelled,
+                limits,
             )
         )
     if len(spans) < 2:
         return None
-    columns: list[list[float]] = []
-    for x0, x1, _, _ in sorted(spans):
+    columns: list[list] = []  # [x0, x1, spans]
+    for span in sorted(spans):
+        x0, x1 = span[0], span[1]
         if columns and x0 < columns[-1][1] - OVERLAP:  # within the column so far
             columns[-1][1] = max(columns[-1][1], x1)
+            columns[-1][2].append(span)
         else:
-            columns.append([x0, x1])
-    merged: list[list[float]] = []
+            columns.append([x0, x1, [span]])
+    merged: list[list] = []
     for column in columns:
         if merged and column[1] - column[0] < NARROW:
             merged[-1][1] = column[1]
+            merged[-1][2] += column[2]
         else:
             merged.append(column)
     if len(merged) < 2:
         return None
     cuts = [0.0] + [round((left[1] + right[0]) / 2, 4) for left, right in zip(merged, merged[1:], strict=False)]
     band = [max(0.0, min(s[2] for s in spans)), min(1.0, max(s[3] for s in spans))]
-    return {"cuts": cuts + [1.0], "band": [round(band[0], 4), round(band[1], 4)]}
+    layout = {"cuts": cuts + [1.0], "band": [round(band[0], 4), round(band[1], 4)]}
+    # a shared y axis labelled on the first column only: a phone stacks the others with that column's labels
+    first = [s for s in merged[0][2] if s[5]]
+    shared = {s[6] for s in first}  # the y limits the first column's labels read
+
+    def reads_first(column: list) -> bool:  # no labels of its own, and the first column's y axis
+        return not any(s[5] for s in column[2]) and all(s[6] is not None and s[6] in shared for s in column[2])
+
+    bare = [k for k, column in enumerate(merged) if k and reads_first(column)]
+    if first and bare:
+        layout["ylabels"] = {"strip": [0.0, round(min(s[4] for s in first), 4)], "columns": bare}
+    return layout
 
 
 def figure_png(fig: Figure) -> bytes:
