@@ -256,6 +256,11 @@ def test_a_departure_reads_as_sentences():
     )
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
     assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")
+    # a semicolon inside parentheses does not end a sentence
+    nested = {**untestable, "note": "not its sink (layers 3 to 6; sink-is-special is not reproduced); see model-sink-null"}
+    assert helpers.book.scoreboard.departure_sentences(nested).endswith(
+        "Not its sink (layers 3 to 6; sink-is-special is not reproduced). See model-sink-null."
+    )
 
 
 def test_records_dir_follows_the_environment(tmp_path, monkeypatch):
@@ -295,3 +300,27 @@ def test_chapter_title_reads_the_number_and_the_heading(tmp_path):
     (tmp_path / "05_y.ipynb").write_text(json.dumps({"cells": []}))
     with pytest.raises(ValueError, match="heading"):
         helpers.book.scoreboard.chapter_title(tmp_path / "05_y.ipynb")
+
+
+def test_a_claim_whose_brackets_differ_between_two_models_is_written_once():
+    from helpers.book.records import merged_claim, model_comparison
+
+    first = "in the middle and late layers (layers 3 to 6), [SEP] draws more raw attention than [CLS]"
+    second = "in the middle and late layers (layers 5 to 12), [SEP] draws more raw attention than [CLS]"
+    assert merged_claim(first, second) == (
+        "in the middle and late layers (layers 3 to 6 / layers 5 to 12), [SEP] draws more raw attention than [CLS]"
+    )
+    assert merged_claim(first, first) == first
+    assert merged_claim("a b", "a c") == "a b [the second model: a c]"
+
+    def records(model, claim):
+        return [
+            {
+                "chapter": "04_x",
+                "model": model,
+                "claims": [{"id": "c", "kind": "paper", "claim": claim, "verdict": "reproduced", "measured": "1"}],
+            }
+        ]
+
+    table = model_comparison(records("m1", first), records("m2", second))
+    assert table.loc[0, "claim"] == merged_claim(first, second) and table.loc[0, "holds"] == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -140,6 +141,22 @@ def theory_checks(records: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "chapter", "id", "verdict", "measured"])
 
 
+def merged_claim(first: str, second: str) -> str:
+    """One claim text for two models whose texts differ only inside brackets (the layers read, the model's
+    sink): each differing bracket as "(first / second)", so "(layers 3 to 6)" and "(layers 5 to 12)" give
+    "(layers 3 to 6 / layers 5 to 12)". Texts that differ elsewhere are given both, the second in brackets."""
+    bracket = re.compile(r"\([^()]*\)")
+    if first == second:
+        return first
+    if bracket.split(first) != bracket.split(second):
+        return f"{first} [the second model: {second}]"
+    merged = iter(
+        a if a == b else f"({a[1:-1]} / {b[1:-1]})"
+        for a, b in zip(bracket.findall(first), bracket.findall(second), strict=True)
+    )
+    return bracket.sub(lambda _: next(merged), first)
+
+
 def model_comparison(first: list[dict], second: list[dict]) -> pd.DataFrame:
     """The paper's claims of the chapters both record lists cover, one row each, a column per model.
 
@@ -159,7 +176,7 @@ def model_comparison(first: list[dict], second: list[dict]) -> pd.DataFrame:
         apart = a["verdict"] in COUNTED_APART or b["verdict"] in COUNTED_APART
         held = (a["verdict"] in HOLDING) + (b["verdict"] in HOLDING)
         rows.append({
-            "chapter": key[0], "id": key[1], "claim": a["claim"],
+            "chapter": key[0], "id": key[1], "claim": merged_claim(a["claim"], b["claim"]),
             model_a: a["verdict"], f"{model_a}: figure": a["measured"],
             model_b: b["verdict"], f"{model_b}: figure": b["measured"],
             "holds": "apart" if apart else held,
