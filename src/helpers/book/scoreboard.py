@@ -332,16 +332,8 @@ def verdict_html(counts: pd.DataFrame, links: dict[str, str] | None = None) -> s
     )
 
 
-def _top_level_parts(text: str, separator: str = "; ") -> list[str]:
-    """``text`` split at ``separator`` outside parentheses: "a (b; c); d" -> ["a (b; c)", "d"]."""
-    parts, depth, start = [], 0, 0
-    for at, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth == 0 and text.startswith(separator, at):
-            parts.append(text[start:at])
-            start = at + len(separator)
-    parts.append(text[start:])
-    return [part.strip() for part in parts if part.strip()]
+# "; " outside brackets: "a (b; c); d" splits into "a (b; c)" and "d"
+_TOP_LEVEL_SEMICOLON = re.compile(r";\s+(?![^(]*\))")
 
 
 def _sentence(text: str) -> str:
@@ -367,7 +359,7 @@ _VERDICT_READING = {
 def departure_sentences(row: dict) -> str:
     """One departure of ``departures_html`` in prose: the claim, the paper's figure, this model's against
     its control and what that says, then the chapter's reason (the notes that are not the verdict's)."""
-    notes = _top_level_parts(row.get("note") or "")
+    notes = [part.strip() for part in _TOP_LEVEL_SEMICOLON.split(row.get("note") or "") if part.strip()]
     reversed_ = any(part.startswith("reversed") for part in notes)
     reasons = [part for part in notes if not part.startswith("reversed")]
     if row["verdict"] == "not testable here":
