@@ -44,7 +44,11 @@ SUPPORT: dict[str, tuple[str, str]] = {
         "(zero above the diagonal); refuses GPT-2 (not yet linearised)",
     ),
     "attribute_examples": ("both", "a decoder: single texts (encode refuses a pair)"),
-    "context_mixing": ("encoder", "BERT only"),
+    "context_mixing": (
+        "both",
+        "every measure on the post-norm encoders (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet); on a "
+        "decoder attention rollout, and HTA on Llama / Qwen2; the other measures refuse a decoder, saying why",
+    ),
     "context_mixing_sweep": ("encoder", "BERT only"),
     "fine_tune": ("encoder", "BERT only (a classifier on [CLS])"),
     "sink_sweep": ("decoder", "refuses a bidirectional model"),

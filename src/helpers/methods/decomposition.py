@@ -19,9 +19,19 @@ from transformers import PreTrainedModel
 
 from ..model.internals import Internals
 from ..model.numbering import layer_index
+from ..model.post_norm import post_norm_layers
 from .effective import effective_attention
+from .linalg import cosine_distance
 
-__all__ = ["NORM_MEASURES", "REWRITES", "LayerDecomposition", "decompose_layer", "norm_scores", "rewrite_attention"]
+__all__ = [
+    "NORM_MEASURES",
+    "REWRITES",
+    "LayerDecomposition",
+    "decompose_layer",
+    "norm_scores",
+    "rewrite_attention",
+    "value_zeroing_scores",
+]
 
 NORM_MEASURES = ("attention_norm", "norm_residual", "norm_residual_ln", "globenc", "alti")
 # the same-output rewrites of A a decomposition can read in place of A (``rewrite_attention``)
@@ -97,7 +107,7 @@ def decompose_layer(
     same-output rewrite (``rewrite_attention``; the random one seeded by the layer).
     """
     index = layer_index(layer, internals.num_layers)
-    block = model.encoder.layer[index]
+    block = post_norm_layers(model, "the norm-based context-mixing measures")[index]
     E = internals.E[index]  # (n, d)
     A = internals.A[index]  # (h, n, n)
     if effective:
@@ -109,16 +119,16 @@ def decompose_layer(
     diagonal = torch.arange(n, device=z.device)
     z[diagonal, diagonal] += E
     r = internals.attention_output[index] + E  # LN1's real input
-    scale_1, beta_1 = _layer_norm_parts(block.attention.output.LayerNorm, r)
+    scale_1, beta_1 = _layer_norm_parts(block.norm_1, r)
     ln1 = _centre(z) * scale_1[:, None, :]
     ln1_rest = _centre(internals.b_O[index])[None] * scale_1 + beta_1
-    y = block.attention.output.LayerNorm(r)
-    feed_forward = block.output.dense(block.intermediate(y))  # before the second residual
+    y = block.norm_1(r)
+    feed_forward = block.ffn_out(block.activation(block.ffn_in(y)))  # before the second residual
     u = feed_forward + y  # LN2's real input
-    scale_2, beta_2 = _layer_norm_parts(block.output.LayerNorm, u)
+    scale_2, beta_2 = _layer_norm_parts(block.norm_2, u)
     ln2 = _centre(ln1) * scale_2[:, None, :]
     ln2_rest = _centre(ln1_rest + feed_forward) * scale_2 + beta_2
-    output = block.output.LayerNorm(u)
+    output = block.norm_2(u)
     return LayerDecomposition(attention, z, ln1, ln1_rest, y, ln2, ln2_rest, output)
 
 
@@ -136,3 +146,30 @@ def norm_scores(decomposition: LayerDecomposition, measure: str) -> torch.Tensor
         y = decomposition.y[:, None, :]
         return (y.abs().sum(-1) - (y - decomposition.ln1).abs().sum(-1)).clamp_min(0)
     raise ValueError(f"{measure!r} is not a norm-based measure; choose one of {NORM_MEASURES}.")
+
+
+@torch.no_grad()
+def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: int) -> torch.Tensor:
+    """Unnormalised value-zeroing scores of one layer (1..L): (n, n).
+
+    C_ij = 1 - cos(e_i, e_i^(-j)), e^(-j) the layer's output recomputed from its
+    original input with token j's value vectors zeroed in every head. Only the
+    values change, so the new head outputs are A V - A[:, j] V_j; all n variants
+    run through the rest of the layer as one batch. The distance is computed
+    without cancellation (``linalg.cosine_distance``): in the first layers many
+    C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32.
+    """
+    index = layer_index(layer, internals.num_layers)
+    block = post_norm_layers(model, "value zeroing")[index]
+    E, A, V = internals.E[index], internals.A[index], internals.V[index]  # (n, d), (h, n, n), (h, n, d_v)
+    h, n, d_v = V.shape
+    heads = A @ V  # (h, n, d_v)
+    # variant j: heads - A[:, :, j, None] * V[:, j]  -> (j, h, i, d_v)
+    variants = heads[None] - A.permute(2, 0, 1)[..., None] * V.permute(1, 0, 2)[:, :, None, :]
+    context = variants.permute(0, 2, 1, 3).reshape(n, n, h * d_v)  # (j, i, d)
+    dense = block.output(context)
+    y = block.norm_1(dense + E[None])
+    out = block.norm_2(block.ffn_out(block.activation(block.ffn_in(y))) + y)  # (j, i, d)
+    original = internals.hidden_states[index + 1]
+    distance = cosine_distance(out, original[None].expand_as(out))  # (j, i)
+    return distance.T

@@ -64,14 +64,23 @@ import torch
 from transformers import BatchEncoding, PreTrainedModel
 
 from ..model.capture import capture
-from ..model.checks import check_autograd, check_supported, float32_model
+from ..model.checks import check_autograd, float32_model
 from ..model.internals import Internals
 from ..model.numbering import check_integer, layer_index
 from ..model.text import check_encoding, check_single_sequence
 from . import jacobians, linearised
 from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
-from .decomposition import NORM_MEASURES, REWRITES, LayerDecomposition, decompose_layer, norm_scores
+from .decomposition import (
+    NORM_MEASURES,
+    REWRITES,
+    LayerDecomposition,
+    decompose_layer,
+    norm_scores,
+    value_zeroing_scores,
+)
 from .linalg import cosine_distance
+from .linearised_decoder import DECODER_FAMILIES, linearise_decoder
+from .mixing_families import check_mixing_family
 from .rollout import (
     attention_rollout,
     check_aggregation,
@@ -189,33 +198,6 @@ def rolled_out(local: Mixing, aggregation: str | None = None) -> Mixing:
 
 
 @torch.no_grad()
-def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: int) -> torch.Tensor:
-    """Unnormalised value-zeroing scores of one layer (1..L): (n, n).
-
-    C_ij = 1 - cos(e_i, e_i^(-j)), e^(-j) the layer's output recomputed from its
-    original input with token j's value vectors zeroed in every head. Only the
-    values change, so the new head outputs are A V - A[:, j] V_j; all n variants
-    run through the rest of the layer as one batch. The distance is computed
-    without cancellation (``linalg.cosine_distance``): in the first layers many
-    C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32.
-    """
-    index = layer_index(layer, internals.num_layers)
-    block = model.encoder.layer[index]
-    E, A, V = internals.E[index], internals.A[index], internals.V[index]  # (n, d), (h, n, n), (h, n, d_v)
-    h, n, d_v = V.shape
-    heads = A @ V  # (h, n, d_v)
-    # variant j: heads - A[:, :, j, None] * V[:, j]  -> (j, h, i, d_v)
-    variants = heads[None] - A.permute(2, 0, 1)[..., None] * V.permute(1, 0, 2)[:, :, None, :]
-    context = variants.permute(0, 2, 1, 3).reshape(n, n, h * d_v)  # (j, i, d)
-    dense = block.attention.output.dense(context)
-    y = block.attention.output.LayerNorm(dense + E[None])
-    out = block.output(block.intermediate(y), y)  # (j, i, d)
-    original = internals.hidden_states[index + 1]
-    distance = cosine_distance(out, original[None].expand_as(out))  # (j, i)
-    return distance.T
-
-
-@torch.no_grad()
 def grad_input_scores(
     model: PreTrainedModel, internals: Internals, lin: linearised.LinearisedBert | None = None
 ) -> torch.Tensor:
@@ -230,7 +212,7 @@ def grad_input_scores(
     """
     if lin is None:
         lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
-    words = model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d)
+    words = model.base_model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d_x)
     tokens = torch.arange(lin.n, device=words.device)
     pushed = torch.stack(list(jacobians.push_tangents(lin, tokens, words)))  # (L, j, i, d)
     return pushed.norm(dim=-1).transpose(1, 2).float().cpu()
@@ -253,7 +235,7 @@ def local_hta(
     (``jacobians.layer_tangents``), one layer at a time.
     """
     check_autograd("local_hta")
-    check_supported(model)
+    check_mixing_family(model, "hta_local")
     check_encoding(model, encoding)
     if samples is not None:
         check_integer(samples, "samples (None: exact)", 1, model.config.hidden_size)
@@ -313,7 +295,9 @@ def context_mixing(
     """Context-mixing scores of one sequence by one measure: ``Mixing.scores`` (L, n, n), rows sum to 1.
 
     Args:
-        model: a BERT encoder with eager attention, in eval mode (``load_model``).
+        model: in eval mode (``load_model``): a post-norm encoder for every measure (BERT, RoBERTa,
+            ELECTRA, DistilBERT, ALBERT, MPNet), a decoder for ``attention`` (Llama, Qwen2 also ``hta``);
+            ``helpers.methods.mixing_families`` says which measure takes which family.
         encoding: one unpadded sequence (``encode``).
         measure: one of ``MEASURES`` (see the module docstring).
         rollout: compose a local measure across layers (global scores); not defined
@@ -328,7 +312,7 @@ def context_mixing(
     Raises:
         ValueError: unknown measure or option, rollout where undefined, a padded or batched
             encoding, a sequence too long for the model.
-        UnsupportedModelError: not a BERT encoder with eager attention.
+        UnsupportedModelError: a measure that does not apply to the model's family (the message says why).
         RuntimeError: ``hta`` or ``grad_input`` under ``torch.inference_mode()`` (they need autograd).
     """
     if measure not in MEASURES:
@@ -343,7 +327,7 @@ def context_mixing(
         raise ValueError("aggregation orders a rollout; pass rollout=True with it.")
     if rollout:
         aggregation = check_aggregation(measure, aggregation)
-    check_supported(model)
+    check_mixing_family(model, measure)
     check_encoding(model, encoding)
     if measure in GLOBAL_MEASURES:  # linearised through the model: autograd, so not under inference_mode
         check_autograd(f"context_mixing(measure={measure!r})")
@@ -358,6 +342,8 @@ def context_mixing(
     if measure in LOCAL_MEASURES:
         result = local_measures(model, internals, [(measure, options)])[0]
         return rolled_out(result, aggregation) if rollout else result
+    if measure == "hta" and model.config.model_type in DECODER_FAMILIES:  # its own linearisation
+        return hta_mixing(linearise_decoder(model, internals.x, reference=internals.hidden_states), encoding, hta)
     lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
     if measure == "hta":
         return hta_mixing(lin, encoding, hta)
@@ -435,7 +421,7 @@ def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id
     The mean over every token of the last hidden state is the sentence embedding
     the default model was trained to produce (sentence-transformers' mean pooling).
     """
-    check_supported(model)
+    check_mixing_family(model, "leave_one_out")
     n = check_single_sequence(encoding)
     mask_token_id = check_integer(mask_token_id, "mask_token_id (a vocabulary id)", 0, model.config.vocab_size - 1)
     ids = encoding["input_ids"]
