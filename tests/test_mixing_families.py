@@ -70,3 +70,13 @@ def test_decoders_take_rollout_and_hta_and_refuse_the_encoder_measures():
     assert helpers.context_mixing(gpt2, inputs, "attention").scores.shape == (2, N, N)
     with pytest.raises(UnsupportedModelError, match=r"context_mixing\(measure='hta'\).*'gpt2'.*pre-norm"):
         helpers.context_mixing(gpt2, inputs, "hta", progress=False)
+
+
+def test_the_sweep_runs_on_another_encoder_family():
+    from helpers.model.corpus import Example
+
+    tokenizer = helpers.load_model().tokenizer
+    model = make_tiny("roberta", vocab_size=tokenizer.vocab_size)
+    pair = Example(id="e0", text_a="The cat sat on the mat.", text_b="It was warm.", label=1, source="t", topic="t")
+    sweep = helpers.context_mixing_sweep(model, tokenizer, [pair], progress=False)
+    assert len(sweep.agreement) > 0 and sweep.agreement["rho"].notna().all()

@@ -35,9 +35,10 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "effective_attention_sweep": ("encoder", "refuses a decoder (one null space per row); see sink_sweep"),
     "collect_hidden_tokens": (
         "both",
-        "a decoder: single texts, one capture each; x = token embeddings; not yet MPNet (refuses it)",
+        "every post-norm encoder (padded batches; ELECTRA's and ALBERT's x narrower than d) and every decoder "
+        "(single texts, one capture each; x = the first block's input)",
     ),
-    "probe_layers": ("both", "reads collect_hidden_tokens' output (so not yet MPNet)"),
+    "probe_layers": ("both", "reads collect_hidden_tokens' output; the naive map needs x as wide as d"),
     "hidden_token_attribution": (
         "both",
         "every post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet) and Llama / Qwen2 decoders "
@@ -49,7 +50,10 @@ SUPPORT: dict[str, tuple[str, str]] = {
         "every measure on the post-norm encoders (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet); on a "
         "decoder attention rollout, and HTA on Llama / Qwen2; the other measures refuse a decoder, saying why",
     ),
-    "context_mixing_sweep": ("encoder", "BERT only"),
+    "context_mixing_sweep": (
+        "encoder",
+        "every post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet); refuses a decoder, saying why",
+    ),
     "fine_tune": ("encoder", "BERT only (a classifier on [CLS])"),
     "sink_sweep": ("decoder", "refuses a bidirectional model"),
 }

@@ -198,7 +198,7 @@ def fine_tune(
         ``validation``, the per-epoch validation table and the epoch kept.
     """
     check_autograd("fine_tune")
-    check_supported(model)
+    check_supported(model, method="fine_tune (a classifier on a BERT encoder's [CLS])")
     train = _check_examples(train, "train")
     check_count(epochs, "epochs")
     check_count(batch_size, "batch_size")

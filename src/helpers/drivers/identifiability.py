@@ -29,9 +29,11 @@ from ..methods.probes import (
     neighbour_rows,
 )
 from ..model.capture import capture
-from ..model.checks import check_supported, float32_model
+from ..model.checks import float32_model
 from ..model.corpus import check_records
+from ..model.families import family_of
 from ..model.numbering import check_count, check_seed
+from ..model.post_norm import embedding_parts
 from ..model.progress import progress_bar
 from ..model.text import encode, first_tokens, text_pair_of
 
@@ -51,7 +53,8 @@ def collect_hidden_tokens(
     token's states equal those of an unpadded pass over its own sequence (up to float rounding).
 
     Args:
-        model: a BERT encoder in eval mode (``load_model``).
+        model: in eval mode (``load_model``): a post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT,
+            ALBERT, MPNet) or a decoder (Llama, Qwen2, GPT-2).
         tokenizer: its tokenizer.
         texts: S items, each a string, a ``(text, text_pair)`` tuple or an ``Example`` (a pair
             becomes one sequence ``[CLS] a [SEP] b [SEP]``). Sequence s gets id s.
@@ -59,9 +62,11 @@ def collect_hidden_tokens(
         progress: show a progress bar over batches.
 
     Returns:
-        ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d)``.
+        ``HiddenTokens`` with ``hidden: (L+1, N, d)``, ``x: (N, d_x)``: the input of the embedding
+        LayerNorm, of the embeddings' width (narrower than d in ELECTRA and ALBERT, whose naive map
+        therefore does not apply).
 
-    A decoder of the Llama family (``load_decoder``) runs one unpadded sequence at a time through
+    A decoder (Llama, Qwen2: ``load_decoder``; GPT-2) runs one unpadded sequence at a time through
     ``capture``: ``x`` is then the token embeddings (layer 0 of ``hidden``: no position is added
     before the first block), layer l block l's output before the final norm, and ``batch_size`` is
     unused; ``max_tokens`` (decoders only) keeps the first ``max_tokens`` tokens of each text.
@@ -70,11 +75,11 @@ def collect_hidden_tokens(
         ValueError: no texts, an empty text, a sequence longer than the model takes, a bad batch
             size or a model in training mode.
     """
-    if getattr(getattr(model, "config", None), "model_type", None) in DECODER_FAMILIES:
+    if family_of(model).causal:  # Llama, Qwen2, GPT-2: one capture per text
         return _collect_decoder_tokens(model, tokenizer, texts, progress, max_tokens)
     if max_tokens is not None:
         raise ValueError("max_tokens is for decoders: cutting an encoder's sequence would drop its closing [SEP].")
-    check_supported(model)
+    embedding_norm = embedding_parts(model, "collect_hidden_tokens").norm  # its input is x
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
     if isinstance(texts, (str, tuple)):
@@ -89,7 +94,8 @@ def collect_hidden_tokens(
         )
     has_pair = [b is not None for _, b in pairs]
     limit = model.config.max_position_embeddings
-    if any(has_pair) and getattr(model.config, "type_vocab_size", 2) < 2:
+    segments = "token_type_ids" in getattr(tokenizer, "model_input_names", ["token_type_ids"])
+    if any(has_pair) and segments and getattr(model.config, "type_vocab_size", 2) < 2:
         raise ValueError("This model takes one segment (type_vocab_size = 1): give single texts, not sentence pairs.")
     model = float32_model(model)  # bfloat16 / float16 models: the states are computed by a float32 copy
 
@@ -110,7 +116,7 @@ def collect_hidden_tokens(
         batches += [same[k : k + batch_size] for k in range(0, len(same), batch_size)]
 
     raw: list[torch.Tensor] = []
-    hook = model.embeddings.LayerNorm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
+    hook = embedding_norm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
     hidden, inputs, sequence, position, input_ids = [], [], [], [], []
     try:
         for batch in progress_bar(batches, "hidden states", progress):

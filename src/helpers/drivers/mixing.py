@@ -14,6 +14,7 @@ from ..methods import mixing
 from ..methods.decomposition import NORM_MEASURES
 from ..methods.linalg import row_spearman, spearman
 from ..methods.linearised import linearise
+from ..methods.mixing_families import check_mixing_family
 from ..methods.rollout import (
     AGGREGATIONS,
     ROLLOUT_AGGREGATION,
@@ -23,7 +24,7 @@ from ..methods.rollout import (
     rollout_label,
 )
 from ..model.capture import capture
-from ..model.checks import check_supported, float32_model
+from ..model.checks import float32_model
 from ..model.numbering import check_count, check_integer, check_seed
 from ..model.progress import progress_bar
 from ..model.text import encode
@@ -147,7 +148,8 @@ def context_mixing_sweep(
         prior: add the baseline "positional prior" (``rollout.positional_prior``: weight
             0.5^|i - j|, rows normalised, the same at every layer) beside the global measures.
     """
-    check_supported(model)
+    for measure in ("globenc", "value_zeroing", "hta"):  # the sweep computes them all
+        check_mixing_family(model, measure)
     model = float32_model(model)
     hta = mixing.check_hta_options(model, dict(hta_options or {}))
     if hta.estimator == "estimate" and "seed" not in (hta_options or {}):

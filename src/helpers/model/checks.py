@@ -155,16 +155,19 @@ def check_enough_tokens(tokens: int, dimensions: int, what: str) -> None:
         )
 
 
-def check_supported(model: PreTrainedModel, model_types: tuple[str, ...] = SUPPORTED_MODEL_TYPES) -> None:
+def check_supported(
+    model: PreTrainedModel, model_types: tuple[str, ...] = SUPPORTED_MODEL_TYPES, method: str | None = None
+) -> None:
     """Raise a clear error unless ``model`` is a bare encoder of ``model_types`` running eager attention.
 
     ``model_types``: the families the caller handles; ``LINEARISED_ENCODERS`` (BERT and MPNet) for the
-    functions that also take MPNet. MPNet always computes its attention inline (eagerly).
+    functions that also take MPNet. MPNet always computes its attention inline (eagerly). ``method``
+    names the caller (and why it is limited) in the message.
     """
     model_type = getattr(model.config, "model_type", None)
     if model_type not in model_types:
         raise UnsupportedModelError(
-            f"The helpers take apart BERT-family encoders here ({', '.join(model_types)}); "
+            f"{method or 'This function'} takes the encoder families {', '.join(model_types)} only; "
             f"got model_type={model_type!r} ({type(model).__name__})."
         )
     if not hasattr(model, "encoder") or not hasattr(model, "embeddings"):

@@ -44,7 +44,7 @@ class AttentionPatch:
 
 
 def _check_patch(model: PreTrainedModel, layer: int, head: int, attention: torch.Tensor) -> None:
-    check_supported(model, LINEARISED_ENCODERS)
+    check_supported(model, LINEARISED_ENCODERS, method="patch_attention (it replaces BERT's or MPNet's attention)")
     layer_index(layer, model.config.num_hidden_layers)
     head_index(head, model.config.num_attention_heads)
     if not isinstance(attention, torch.Tensor):
