@@ -257,7 +257,10 @@ def test_a_departure_reads_as_sentences():
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
     assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")
     # a semicolon inside parentheses does not end a sentence
-    nested = {**untestable, "note": "not its sink (layers 3 to 6; sink-is-special is not reproduced); see model-sink-null"}
+    nested = {
+        **untestable,
+        "note": "not its sink (layers 3 to 6; sink-is-special is not reproduced); see model-sink-null",
+    }
     assert helpers.book.scoreboard.departure_sentences(nested).endswith(
         "Not its sink (layers 3 to 6; sink-is-special is not reproduced). See model-sink-null."
     )

@@ -79,7 +79,7 @@ def collect_hidden_tokens(
         return _collect_decoder_tokens(model, tokenizer, texts, progress, max_tokens)
     if max_tokens is not None:
         raise ValueError("max_tokens is for decoders: cutting an encoder's sequence would drop its closing [SEP].")
-    embedding_norm = embedding_parts(model, "collect_hidden_tokens").norm  # its input is x
+    embedding_parts(model, "collect_hidden_tokens")  # an encoder whose embedding LayerNorm takes x
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
     if isinstance(texts, (str, tuple)):
@@ -116,7 +116,8 @@ def collect_hidden_tokens(
         batches += [same[k : k + batch_size] for k in range(0, len(same), batch_size)]
 
     raw: list[torch.Tensor] = []
-    hook = embedding_norm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
+    # the float32 copy's LayerNorm (a half-precision model runs as one): its input is x
+    hook = embedding_parts(model).norm.register_forward_hook(lambda m, i, o: raw.append(i[0]))
     hidden, inputs, sequence, position, input_ids = [], [], [], [], []
     try:
         for batch in progress_bar(batches, "hidden states", progress):

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
+from ..model.batches import is_batch, sequences_of
 from ..model.capture import capture
 from ..model.checks import UnsupportedModelError, check_autograd, check_tensor, float32_model
 from ..model.loaded import on_device
@@ -141,7 +142,7 @@ def hidden_token_attribution(
     memory_mb: float = jacobians.DEFAULT_MEMORY_MB,
     progress: bool = True,
     device: str | torch.device | None = None,
-) -> Attribution:
+) -> Attribution | list[Attribution]:
     """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
 
     Args:
@@ -149,7 +150,9 @@ def hidden_token_attribution(
             encoder (all-mpnet-base-v2: x_j is word + position), or a Llama-family decoder (Llama, Qwen2; ``load_decoder``). For a decoder, x_j is token
             j's embedding (positions enter through RoPE inside attention), layer l is block l's
             output before the final norm (as in ``capture``), and c^l_ij = 0 for j > i.
-        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
+        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``); or a padded batch with its
+            attention mask, which gives a list with one ``Attribution`` per sequence, each that of the
+            sequence run alone.
         estimator: ``"exact"`` (d forward-mode tangents per input token) or
             ``"estimate"`` (``samples`` random orthonormal tangents per input token).
         samples: tangents per input token for the estimate, 1..d (d gives the exact values);
@@ -179,6 +182,13 @@ def hidden_token_attribution(
         RuntimeError: called under ``torch.inference_mode()`` (the Jacobians need autograd; ``no_grad`` is fine).
     """
     check_autograd("hidden_token_attribution")
+    if is_batch(encoding):  # a padded batch: one Attribution per sequence, each run alone
+        return [
+            hidden_token_attribution(
+                model, one, estimator, samples, layer_numbers, seed, chunk_size, memory_mb, progress, device
+            )
+            for one in sequences_of(encoding)
+        ]
     check_hta_family(model)
     decoder = model.config.model_type in linearised_decoder.DECODER_FAMILIES
     options = check_attribution_options(

@@ -63,11 +63,12 @@ from dataclasses import dataclass
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
+from ..model.batches import is_batch, sequences_of
 from ..model.capture import capture
 from ..model.checks import check_autograd, float32_model
 from ..model.internals import Internals
 from ..model.numbering import check_integer, layer_index
-from ..model.text import check_encoding, check_single_sequence
+from ..model.text import check_encoding
 from . import jacobians, linearised
 from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
 from .decomposition import (
@@ -78,7 +79,6 @@ from .decomposition import (
     norm_scores,
     value_zeroing_scores,
 )
-from .linalg import cosine_distance
 from .linearised_decoder import DECODER_FAMILIES, linearise_decoder
 from .mixing_families import check_mixing_family
 from .rollout import (
@@ -90,6 +90,7 @@ from .rollout import (
     rollout_label,
     unnormalised_rollout,
 )
+from .token_effects import grad_input_scores, leave_one_out
 
 __all__ = [
     "MEASURES",
@@ -108,6 +109,7 @@ __all__ = [
     "check_hta_options",
     "hta_mixing",
     "leave_one_out",
+    "several_measures",
 ]
 
 LOCAL_MEASURES = (
@@ -198,27 +200,6 @@ def rolled_out(local: Mixing, aggregation: str | None = None) -> Mixing:
 
 
 @torch.no_grad()
-def grad_input_scores(
-    model: PreTrainedModel, internals: Internals, lin: linearised.LinearisedBert | None = None
-) -> torch.Tensor:
-    """||J^l_ij w_j|| for every layer: (L, n, n), unnormalised; w_j the word embedding of token j.
-
-    The first-order change of e^l_i when token j's word embedding is removed
-    (position and segment kept): the input that gradient x input multiplies in
-    the literature (the model's ``inputs_embeds``). Not x_j itself: the embedding
-    LayerNorm is scale invariant, so J_ij x_j vanishes up to its epsilon. One
-    forward-mode tangent per input token gives every layer at once. ``lin``: the
-    sequence's linearised model if the caller has it (else it is linearised here).
-    """
-    if lin is None:
-        lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
-    words = model.base_model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d_x)
-    tokens = torch.arange(lin.n, device=words.device)
-    pushed = torch.stack(list(jacobians.push_tangents(lin, tokens, words)))  # (L, j, i, d)
-    return pushed.norm(dim=-1).transpose(1, 2).float().cpu()
-
-
-@torch.no_grad()
 def local_hta(
     model: PreTrainedModel,
     encoding: BatchEncoding,
@@ -287,19 +268,21 @@ _OPTIONS = {"effective"}
 def context_mixing(
     model: PreTrainedModel,
     encoding: BatchEncoding,
-    measure: str,
+    measure: str | Sequence,
     rollout: bool = False,
     aggregation: str | None = None,
     **options,
-) -> Mixing:
+) -> Mixing | list:
     """Context-mixing scores of one sequence by one measure: ``Mixing.scores`` (L, n, n), rows sum to 1.
 
     Args:
         model: in eval mode (``load_model``): a post-norm encoder for every measure (BERT, RoBERTa,
             ELECTRA, DistilBERT, ALBERT, MPNet), a decoder for ``attention`` (Llama, Qwen2 also ``hta``);
             ``helpers.methods.mixing_families`` says which measure takes which family.
-        encoding: one unpadded sequence (``encode``).
-        measure: one of ``MEASURES`` (see the module docstring).
+        encoding: one unpadded sequence (``encode``); or a padded batch with its attention mask, which
+            gives a list with one result per sequence, each that of the sequence run alone.
+        measure: one of ``MEASURES`` (see the module docstring); or a list of names and (name, options)
+            pairs, which gives a list of ``Mixing`` from one forward pass (``mixing_many``).
         rollout: compose a local measure across layers (global scores); not defined
             for ``grad_input`` and ``hta``, which are global already.
         aggregation: with ``rollout``, ``"normalise_first"`` or ``"normalise_last"``
@@ -310,11 +293,16 @@ def context_mixing(
             of ``hidden_token_attribution`` (its sample count, seed, ...).
 
     Raises:
-        ValueError: unknown measure or option, rollout where undefined, a padded or batched
-            encoding, a sequence too long for the model.
+        ValueError: unknown measure or option, rollout where undefined, a sequence too long for the model.
         UnsupportedModelError: a measure that does not apply to the model's family (the message says why).
         RuntimeError: ``hta`` or ``grad_input`` under ``torch.inference_mode()`` (they need autograd).
     """
+    if is_batch(encoding):  # a padded batch: one result per sequence, each run alone
+        return [context_mixing(model, one, measure, rollout, aggregation, **options) for one in sequences_of(encoding)]
+    if not isinstance(measure, str):  # several measures, one capture; each its options as (name, options)
+        if aggregation is None and not options:
+            return several_measures(model, encoding, measure, rollout)
+        raise ValueError("with several measures, give each its options as (name, options); no aggregation")
     if measure not in MEASURES:
         raise ValueError(f"Unknown measure {measure!r}; choose one of {MEASURES}.")
     if not isinstance(rollout, bool):
@@ -414,21 +402,49 @@ def local_measures(model: PreTrainedModel, internals: Internals, measures: Seque
     return results
 
 
-@torch.no_grad()
-def leave_one_out(model: PreTrainedModel, encoding: BatchEncoding, mask_token_id: int) -> torch.Tensor:
-    """1 - cos(mean-pooled embedding, the same with input token j replaced by ``mask_token_id``): (n,).
+def _specs(measures: Sequence) -> list[tuple[str, dict]]:
+    """(name, options) pairs from names and (name, options) pairs, checked."""
+    if isinstance(measures, str) or not isinstance(measures, Sequence) or not measures:
+        raise ValueError("several measures: a non-empty list of names or (name, options) pairs")
+    specs = [(item, {}) if isinstance(item, str) else (item[0], dict(item[1])) for item in measures]
+    for name, options in specs:
+        if name not in MEASURES or (options and name == "grad_input"):
+            raise ValueError(f"Unknown measure {name!r} (one of {MEASURES}), or options for grad_input")
+    return specs
 
-    The mean over every token of the last hidden state is the sentence embedding
-    the default model was trained to produce (sentence-transformers' mean pooling).
+
+def several_measures(
+    model: PreTrainedModel, encoding: BatchEncoding, measures: Sequence, rollout: bool = False
+) -> list[Mixing]:
+    """One ``Mixing`` per measure of ``measures``, in order, from one capture of one sequence.
+
+    ``measures``: names of ``MEASURES`` or (name, options) pairs, e.g. ``["attention", ("globenc",
+    {"effective": True}), ("hta", {"estimator": "estimate"})]``. ``rollout`` composes the local measures
+    across layers, each in its authors' order; gradient x input and HTA are global already.
     """
-    check_mixing_family(model, "leave_one_out")
-    n = check_single_sequence(encoding)
-    mask_token_id = check_integer(mask_token_id, "mask_token_id (a vocabulary id)", 0, model.config.vocab_size - 1)
-    ids = encoding["input_ids"]
-    variants = ids.repeat(n + 1, 1)
-    variants[torch.arange(1, n + 1, device=ids.device), torch.arange(n, device=ids.device)] = int(mask_token_id)
-    batch = {"input_ids": variants}
-    if encoding.get("token_type_ids") is not None:
-        batch["token_type_ids"] = encoding["token_type_ids"].repeat(n + 1, 1)
-    pooled = model(**batch).last_hidden_state.mean(1)  # (n + 1, d)
-    return cosine_distance(pooled[1:], pooled[:1].expand_as(pooled[1:])).cpu()
+    specs = _specs(measures)
+    for name, _ in specs:
+        check_mixing_family(model, name)
+    check_encoding(model, encoding)
+    if any(name in GLOBAL_MEASURES for name, _ in specs):
+        check_autograd("context_mixing (gradient x input, HTA)")
+    hta = {i: check_hta_options(model, options) for i, (name, options) in enumerate(specs) if name == "hta"}
+    model = float32_model(model)
+    internals = capture(model, encoding)
+    local = iter(local_measures(model, internals, [s for s in specs if s[0] in LOCAL_MEASURES]))
+    linear = None
+    results = []
+    for i, (name, _) in enumerate(specs):
+        if name in LOCAL_MEASURES:
+            result = next(local)
+            results.append(rolled_out(result, check_aggregation(name, None)) if rollout else result)
+            continue
+        if linear is None:
+            linearise = linearise_decoder if model.config.model_type in DECODER_FAMILIES else linearised.linearise
+            linear = linearise(model, internals.x, reference=internals.hidden_states)
+        if name == "hta":
+            results.append(hta_mixing(linear, encoding, hta[i]))
+        else:
+            scores = normalise_rows(grad_input_scores(model, internals, linear))
+            results.append(Mixing(scores=scores, measure=name, rollout=False))
+    return results

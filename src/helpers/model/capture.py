@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from transformers import BatchEncoding, PreTrainedModel
 
+from .batches import is_batch, sequences_of
 from .capture_mpnet import capture_mpnet
 from .checks import UnsupportedModelError, check_encoding_type, check_special_tokens, check_supported, float32_model
 from .families import (
@@ -223,14 +224,17 @@ def recording(model: nn.Module) -> Iterator[list[HeadRecord]]:
 
 
 @torch.no_grad()
-def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
+def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals | list[Internals]:
     """Run the model once on one sequence and return every tensor the chapters need.
 
     Args:
         model: a BERT encoder loaded with eager attention (``load_model``); MPNet goes through
             its own path (``helpers.model.capture_mpnet``: Internals.position_bias holds its bias),
             the other supported families (``helpers.model.families``) through ``capture_generic``.
-        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``).
+        encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``); or a padded batch
+            ``(B, n)`` with its attention mask (``tokenizer(texts, padding=True, return_tensors="pt")``),
+            which gives a list of B ``Internals``, each that of its sequence run alone
+            (``helpers.model.batches.sequences_of``).
 
     A bfloat16 / float16 model runs as a float32 copy, so every tensor is float32.
 
@@ -243,6 +247,8 @@ def capture(model: PreTrainedModel, encoding: BatchEncoding) -> Internals:
         InputWarning: an encoder's encoding without the special tokens its tokenizer adds ([CLS] ... [SEP]).
     """
     check_encoding_type(encoding)
+    if is_batch(encoding):
+        return [capture(model, sequence) for sequence in sequences_of(encoding)]
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     family = FAMILIES.get(model_type)
     check_special_tokens(encoding, getattr(model, "config", None), causal=family is not None and family.causal)
