@@ -276,9 +276,12 @@ def test_bad_input_is_rejected(tokenizer):
     too_long = tokenizer(SENTENCE + " " + SENTENCE, return_tensors="pt")  # 30+ tokens, model takes 16
     with pytest.raises(ValueError, match="at most 16"):
         helpers.methods.attribution.hidden_token_attribution(model, too_long)
-    padded = tokenizer([SHORT, SENTENCE], padding=True, return_tensors="pt")
-    with pytest.raises(ValueError, match="one sequence"):
+    padded = tokenizer([SHORT, SENTENCE], padding=True, return_tensors="pt")  # a batch: each sequence is checked
+    with pytest.raises(ValueError, match="at most 16"):
         helpers.methods.attribution.hidden_token_attribution(model, padded)
+    one = {"input_ids": padded["input_ids"][:1], "attention_mask": padded["attention_mask"][:1]}
+    with pytest.raises(ValueError, match="padded"):
+        helpers.methods.attribution.hidden_token_attribution(model, one)
     with pytest.raises(ValueError, match="eval"):
         helpers.methods.attribution.hidden_token_attribution(model.train(), encoding)
 

@@ -65,10 +65,14 @@ def test_training_mode_is_rejected(tokenizer):
         helpers.capture(model, helpers.encode(tokenizer, SENTENCE))
 
 
-def test_batch_is_rejected(tiny_model, tokenizer):
+def test_a_batch_gives_one_capture_per_sequence_and_a_padded_single_sequence_is_rejected(tiny_model, tokenizer):
     batch = tokenizer([SENTENCE, SENTENCE], return_tensors="pt")
-    with pytest.raises(ValueError, match="one sequence"):
-        helpers.capture(tiny_model, batch)
+    captured = helpers.capture(tiny_model, batch)
+    assert len(captured) == 2 and torch.equal(captured[0].A, captured[1].A)
+    one = {"input_ids": batch["input_ids"][:1], "attention_mask": torch.zeros_like(batch["attention_mask"][:1])}
+    one["attention_mask"][0, :3] = 1
+    with pytest.raises(ValueError, match="padded"):
+        helpers.capture(tiny_model, one)
 
 
 def test_sdpa_model_is_rejected_by_capture(tokenizer):

@@ -47,7 +47,7 @@ def test_non_bert_architecture_is_rejected():
     from transformers import GPT2Config, GPT2Model
 
     model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16))
-    with pytest.raises(UnsupportedModelError, match="BERT-family"):
+    with pytest.raises(UnsupportedModelError, match="takes the encoder families bert only; got model_type='gpt2'"):
         helpers.model.checks.check_supported(model)
 
 
