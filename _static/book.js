@@ -164,6 +164,8 @@ function stackPanels(img, layout) {
     if (!piece) return;
     var share = (100 * piece.width) / widest;
     piece.style.width = share.toFixed(2) + "%";
+    // never below the legible scale: a piece that would be scrolls sideways inside the stack instead
+    piece.style.minWidth = Math.ceil(piece.width * LEGIBLE_SCALE) + "px";
     if (share <= 100.5) return stack.appendChild(piece);
     piece.style.maxWidth = "none";
     var wide = document.createElement("div");
