@@ -16,21 +16,12 @@ from ..model.checks import UnsupportedModelError
 from ..model.families import family_of
 from ..model.post_norm import POST_NORM_ENCODERS
 from .attribution import check_hta_family
+from .decomposition import NORM_MEASURES
 
 __all__ = ["ENCODER_ONLY_MEASURES", "check_mixing_family"]
 
 # the measures that decompose, or linearise, a post-norm encoder layer
-ENCODER_ONLY_MEASURES = (
-    "attention_norm",
-    "norm_residual",
-    "norm_residual_ln",
-    "globenc",
-    "alti",
-    "value_zeroing",
-    "grad_input",
-    "hta_local",
-    "leave_one_out",
-)
+ENCODER_ONLY_MEASURES = NORM_MEASURES + ("value_zeroing", "grad_input", "hta_local", "leave_one_out")
 
 
 def check_mixing_family(model: PreTrainedModel, measure: str) -> None:
