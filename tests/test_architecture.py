@@ -218,6 +218,8 @@ BARE_RETURNS = {
     "helpers.book.paper_scale.fingerprint": "the JSON the edition's notebook metadata carries",
     "helpers.book.explorers.attention_split_record": "the JSON a page's live explorer reads (_static/explorer.js)",
     "helpers.book.explorers.null_space_rows_record": "the JSON a page's live explorer reads (_static/explorer.js)",
+    "helpers.book.support.family_matrix": "one row per method, one reason (or None) per family, keyed by their names",
+    "helpers.book.support.family_support": "one refusal function per method, keyed by the method's name",
 }
 
 

@@ -1,16 +1,20 @@
-"""Context mixing on every family the capture takes (helpers.methods.mixing_families): on the post-norm
-encoders every measure runs and the layer decomposition adds up to the model's own layer output; on the
-decoders attention rollout runs, HTA where it linearises, and every other measure refuses, naming the
-measure, the family and why."""
+"""Context mixing on every family the capture takes (helpers.methods.mixing_families): every measure runs on
+the post-norm encoders and on the pre-norm decoders (GPT-2, Llama, Qwen2), the layer decomposition adds up to
+the model's own layer output, and on the decoders each measure equals a brute-force reference through the
+model's own modules (helpers.methods.reference_decoders); leave-one-out refuses a decoder, saying why."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
 
 import helpers
-from helpers.methods import mixing
-from helpers.methods.decomposition import decompose_layer
+from helpers.methods import mixing, reference_decoders
+from helpers.methods.decomposition import decompose_layer, norm_scores
+from helpers.methods.linearised_decoder import DECODER_FAMILIES
+from helpers.methods.token_effects import grad_input_scores
 from helpers.model.checks import UnsupportedModelError
 from helpers.model.post_norm import POST_NORM_ENCODERS
 
@@ -55,21 +59,70 @@ def test_the_layer_decomposition_adds_up_to_the_models_own_layer_output(encoders
         torch.testing.assert_close(parts.ln1.sum(1) + parts.ln1_rest, parts.y, rtol=1e-4, atol=1e-4)
 
 
-def test_decoders_take_rollout_and_hta_and_refuse_the_encoder_measures():
-    inputs = encoding(N)
-    llama = make_tiny("llama")
-    L = llama.config.num_hidden_layers
-    assert helpers.context_mixing(llama, inputs, "attention", rollout=True).scores.shape == (L, N, N)
-    hta = helpers.context_mixing(llama, inputs, "hta", progress=False)
-    expected = helpers.hidden_token_attribution(llama, inputs, progress=False)
-    torch.testing.assert_close(hta.scores, expected.contributions)
-    for measure in ("globenc", "alti", "value_zeroing", "grad_input"):
-        with pytest.raises(UnsupportedModelError, match=rf"{measure} does not apply to model_type='llama'.*post-norm"):
-            helpers.context_mixing(llama, inputs, measure)
-    gpt2 = make_tiny("gpt2")
-    assert helpers.context_mixing(gpt2, inputs, "attention").scores.shape == (2, N, N)
-    with pytest.raises(UnsupportedModelError, match=r"context_mixing\(measure='hta'\).*'gpt2'.*pre-norm"):
-        helpers.context_mixing(gpt2, inputs, "hta", progress=False)
+@pytest.fixture(scope="module")
+def decoders():
+    return {family: make_tiny(family) for family in DECODER_FAMILIES}
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_every_measure_runs_on_every_decoder_and_stays_causal(decoders, family):
+    model, inputs = decoders[family], encoding(N)
+    L = model.config.num_hidden_layers
+    for measure in mixing.MEASURES:
+        options = {"progress": False} if measure == "hta" else {}
+        result = helpers.context_mixing(model, inputs, measure, **options)
+        assert result.scores.shape == (L, N, N), (family, measure)
+        torch.testing.assert_close(result.scores.sum(-1), torch.ones(L, N), rtol=0, atol=1e-4)
+        assert result.scores.triu(1).abs().max() == 0, (family, measure)  # no token mixes in a later one
+    for measure in ("globenc", "alti", "value_zeroing"):
+        assert helpers.context_mixing(model, inputs, measure, rollout=True).scores.shape == (L, N, N)
+    several = helpers.context_mixing(model, inputs, ["attention", "alti", "grad_input", ("hta", {"progress": False})])
+    torch.testing.assert_close(several[2].scores, helpers.context_mixing(model, inputs, "grad_input").scores)
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_a_decoder_blocks_decomposition_adds_up_to_its_own_output(decoders, family):
+    model, inputs = decoders[family], encoding(N)
+    internals = helpers.capture(model, inputs)
+    for layer in range(1, model.config.num_hidden_layers + 1):
+        parts = decompose_layer(model, internals, layer)
+        b_O = internals.b_O[layer - 1]
+        torch.testing.assert_close(parts.output, internals.hidden_states[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(parts.z.sum(1) + b_O, parts.residual_sum, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(parts.ln1.sum(1) + parts.ln1_rest, parts.y, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(parts.ln2.sum(1) + parts.ln2_rest, parts.output, rtol=1e-4, atol=1e-4)
+        # no norm on the residual path: GlobEnc reads the residual norm; ALTI the pieces of r
+        torch.testing.assert_close(norm_scores(parts, "globenc"), norm_scores(parts, "norm_residual"))
+        r = parts.residual_sum[:, None]
+        expected = (r.abs().sum(-1) - (r - parts.z).abs().sum(-1)).clamp_min(0)
+        torch.testing.assert_close(norm_scores(parts, "alti"), expected)
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_decoder_measures_equal_brute_force_references_through_the_models_own_modules(decoders, family):
+    model, inputs = decoders[family], encoding(N)
+    double = copy.deepcopy(model).double()
+    internals = helpers.capture(model, inputs)
+    # gradient x input: J_ij w_j from the full Jacobian of the model's forward, w the input embeddings
+    jacobian = reference_decoders.decoder_model_jacobian(double, inputs)  # (L, n, d, n, d)
+    words = double.get_input_embeddings()(inputs["input_ids"])[0]
+    expected = torch.einsum("lidjk,jk->lijd", jacobian, words).norm(dim=-1)
+    got = grad_input_scores(model, internals).double()
+    assert (got - expected).abs().max() / expected.abs().max() < 1e-5
+    local = mixing.local_hta(model, inputs)
+    for layer in range(1, model.config.num_hidden_layers + 1):
+        blocks = reference_decoders.decoder_layer_jacobian(double, inputs, layer).pow(2).sum((1, 3)).sqrt()
+        torch.testing.assert_close(
+            local.scores[layer - 1].double(), blocks / blocks.sum(-1, keepdim=True), atol=1e-5, rtol=1e-4
+        )
+        brute = reference_decoders.decoder_value_zeroing_reference(double, inputs, layer)
+        ours = mixing.value_zeroing_scores(double, helpers.capture(double, inputs), layer)
+        torch.testing.assert_close(ours, brute, rtol=1e-6, atol=1e-9)
+
+
+def test_leave_one_out_refuses_a_decoder_saying_why(decoders):
+    with pytest.raises(UnsupportedModelError, match=r"leave_one_out does not apply to model_type='gpt2'.*mean-pooled"):
+        mixing.leave_one_out(decoders["gpt2"], encoding(N), mask_token_id=0)
 
 
 def test_the_sweep_runs_on_another_encoder_family():

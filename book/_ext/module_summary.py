@@ -121,7 +121,38 @@ class SupportTable(Directive):
         return holder.children
 
 
+class FamilyTable(Directive):
+    """``.. family-table::``: ``helpers.book.support.family_matrix()``, a row per method, a column per family."""
+
+    def run(self):
+        from docutils import nodes
+
+        from helpers.book.support import family_matrix
+
+        matrix = family_matrix()
+        families = list(next(iter(matrix.values())))
+        lines = [
+            ".. list-table::",
+            "   :header-rows: 1",
+            f"   :widths: 22 {' '.join(['5'] * len(families))} 33",
+            "   :class: module-summary family-table",
+            "",
+            "   * - method",
+            *[f"     - {family}" for family in families],
+            "     - where it refuses, why",
+        ]
+        for method, row in matrix.items():
+            reasons = sorted({why for why in row.values() if why is not None})
+            lines += [f"   * - ``{method}``", *[f"     - {'✓' if why is None else DASH}" for why in row.values()]]
+            lines.append(f"     - {'; '.join(reasons) if reasons else DASH}")
+        holder = nodes.section()
+        holder.document = self.state.document
+        self.state.nested_parse(StringList(lines, source="helpers.book.support"), 0, holder)
+        return holder.children
+
+
 def setup(app):
     app.add_directive("module-summary", ModuleSummary)
     app.add_directive("support-table", SupportTable)
+    app.add_directive("family-table", FamilyTable)
     return {"parallel_read_safe": True}

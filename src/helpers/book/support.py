@@ -1,4 +1,4 @@
-"""Which public function applies to which kind of model: encoders, decoders or both.
+"""Which public function applies to which kind of model (encoders, decoders or both), and which method to which family.
 
 ``SUPPORT`` maps every name of ``helpers.__all__`` that takes a model, an encoding
 of one, a capture or a head's attention to ``(applies_to, note)``: "encoder", "decoder"
@@ -12,7 +12,10 @@ family): each runs, or, where its note says "BERT only" or "not yet MPNet", refu
 
 from __future__ import annotations
 
-__all__ = ["APPLIES_TO", "SUPPORT"]
+import functools
+from collections.abc import Callable
+
+__all__ = ["APPLIES_TO", "SUPPORT", "family_support", "family_matrix"]
 
 APPLIES_TO = ("encoder", "decoder", "both")
 
@@ -41,14 +44,13 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "probe_layers": ("both", "reads collect_hidden_tokens' output; the naive map needs x as wide as d"),
     "hidden_token_attribution": (
         "both",
-        "every post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet) and Llama / Qwen2 decoders "
-        "(zero above the diagonal); refuses GPT-2 (not yet linearised)",
+        "every family the capture takes (a decoder's contributions are zero above the diagonal)",
     ),
     "attribute_examples": ("both", "a decoder: single texts (encode refuses a pair)"),
     "context_mixing": (
         "both",
-        "every measure on the post-norm encoders (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet); on a "
-        "decoder attention rollout, and HTA on Llama / Qwen2; the other measures refuse a decoder, saying why",
+        "every measure on every family the capture takes; on a decoder GlobEnc equals the residual norm (no "
+        "norm sits on a pre-norm block's residual path) and ALTI splits the residual stream",
     ),
     "context_mixing_sweep": (
         "encoder",
@@ -57,3 +59,66 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "fine_tune": ("encoder", "BERT only (a classifier on [CLS])"),
     "sink_sweep": ("decoder", "refuses a bidirectional model"),
 }
+
+
+def _every_family(family: str) -> None:
+    return None
+
+
+def _listed(families: tuple[str, ...], what: str) -> Callable[[str], str | None]:
+    def refusal(family: str) -> str | None:
+        return None if family in families else f"{what}; it takes {', '.join(families)}"
+
+    return refusal
+
+
+def _kind(causal: bool, why: str) -> Callable[[str], str | None]:
+    def refusal(family: str) -> str | None:
+        from ..model.families import FAMILIES
+
+        return None if FAMILIES[family].causal == causal else why
+
+    return refusal
+
+
+@functools.cache
+def family_support() -> dict[str, Callable[[str], str | None]]:
+    """Each method of the family matrix, with a function of a family's name that says why the method refuses
+    that family (None where it takes it); each reads the family lists or predicates the method itself checks."""
+    from ..drivers.finetuning import FINE_TUNE_FAMILIES
+    from ..methods.attribution import hta_refusal
+    from ..methods.mixing import MEASURES
+    from ..methods.mixing_families import mixing_refusal
+    from ..model.patching import PATCHABLE_FAMILIES
+
+    return {
+        "capture": _every_family,
+        "effective_attention_of": _every_family,
+        "hidden_token_attribution": hta_refusal,
+        **{f"context_mixing: {m}": functools.partial(mixing_refusal, measure=m) for m in MEASURES},
+        "local_hta": functools.partial(mixing_refusal, measure="hta_local"),
+        "leave_one_out": functools.partial(mixing_refusal, measure="leave_one_out"),
+        "collect_hidden_tokens": _every_family,
+        "probe_layers": _every_family,
+        "patch_attention": _listed(PATCHABLE_FAMILIES, "it replaces an attention function only these run"),
+        "fine_tune": _listed(FINE_TUNE_FAMILIES, "it trains a classifier on [CLS] with BERT's pair encoding"),
+        "effective_attention_sweep": _kind(
+            False, "it splits each head with one null space per sequence; a causal row has its own"
+        ),
+        "context_mixing_sweep": _kind(
+            False, "it reads sentence pairs and a mean-pooled embedding, which a decoder lacks"
+        ),
+        "sink_sweep": _kind(True, "it measures the attention sink of a causal model; this one is bidirectional"),
+    }
+
+
+def family_matrix() -> dict[str, dict[str, str | None]]:
+    """Method x family: ``matrix[method][family]`` is None where the method takes the family, else why not.
+
+    Rows are ``family_support()`` (capture, effective attention, HTA, every context-mixing measure, the
+    identifiability tables, and the few methods that take some families or one kind only); columns every family the capture takes (``helpers.model.families.FAMILIES``).
+    ``tests/test_family_matrix.py`` runs every cell on a tiny random model of the family.
+    """
+    from ..model.families import FAMILIES
+
+    return {method: {family: refusal(family) for family in FAMILIES} for method, refusal in family_support().items()}

@@ -36,12 +36,15 @@ from ..methods.linalg import DEFAULT_RTOL
 from ..methods.probes import nearest_in_sequence
 from ..methods.tokens import attention_to
 from ..model.capture import capture
-from ..model.checks import check_autograd, check_supported
+from ..model.checks import SUPPORTED_MODEL_TYPES, check_autograd, check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
 from ..model.progress import progress_bar, step_bar
 from ..model.text import encode, text_pair_of
 from .identifiability import collect_hidden_tokens
+
+# the families fine_tune trains a classifier on
+FINE_TUNE_FAMILIES = SUPPORTED_MODEL_TYPES
 
 __all__ = [
     "PairClassifier",
@@ -198,7 +201,7 @@ def fine_tune(
         ``validation``, the per-epoch validation table and the epoch kept.
     """
     check_autograd("fine_tune")
-    check_supported(model, method="fine_tune (a classifier on a BERT encoder's [CLS])")
+    check_supported(model, FINE_TUNE_FAMILIES, method="fine_tune (a classifier on a BERT encoder's [CLS])")
     train = _check_examples(train, "train")
     check_count(epochs, "epochs")
     check_count(batch_size, "batch_size")

@@ -24,7 +24,8 @@ from ..methods.rollout import (
     rollout_label,
 )
 from ..model.capture import capture
-from ..model.checks import float32_model
+from ..model.checks import UnsupportedModelError, float32_model
+from ..model.families import family_of
 from ..model.numbering import check_count, check_integer, check_seed
 from ..model.progress import progress_bar
 from ..model.text import encode
@@ -126,10 +127,9 @@ def context_mixing_sweep(
     progress: bool = True,
     prior: bool = False,
 ) -> MixingSweep:
-    """Every measure on every example, against HTA (global) and layer-local HTA (local).
+    """Every measure on every example of a post-norm encoder, against HTA (global) and layer-local HTA (local).
 
-    Each example is captured once and its local measures share one decomposition per
-    layer (``mixing.local_measures``); ``check_reference`` times each measure on its own.
+    Each example is captured once and its local measures share one decomposition per layer.
 
     Args:
         examples: records with ``id``, ``text_a`` and optional ``text_b`` (``load_corpus``).
@@ -148,6 +148,12 @@ def context_mixing_sweep(
         prior: add the baseline "positional prior" (``rollout.positional_prior``: weight
             0.5^|i - j|, rows normalised, the same at every layer) beside the global measures.
     """
+    if family_of(model).causal:
+        raise UnsupportedModelError(
+            f"context_mixing_sweep compares the measures on an encoder's sentence pairs, with leave-one-out on its "
+            f"mean-pooled embedding; model_type={model.config.model_type!r} is a causal decoder. Call "
+            "context_mixing on each text instead."
+        )
     for measure in ("globenc", "value_zeroing", "hta"):  # the sweep computes them all
         check_mixing_family(model, measure)
     model = float32_model(model)
@@ -253,8 +259,7 @@ class PairPlan(NamedTuple):
 def plan_pairs(
     tokenizer, pairs: Sequence, d_v: int, scale: float = 1.0, exact_scale: float = 1.0, validation: int = 2
 ) -> PairPlan:
-    """Chapter 7's pairs for a model that costs ``scale`` times the bundled one per token
-    (L d^2) and ``exact_scale`` times as much for exact HTA (L d^3).
+    """Chapter 7's pairs for a model costing ``scale`` times the bundled one per token (L d^2), ``exact_scale`` (L d^3).
 
     The sweep takes the first pairs longer than d_v tokens (so attention has a null
     space) and at most d_v + 4 long: 30 at scale 1, fewer in proportion, at least 8; the

@@ -43,6 +43,7 @@ __all__ = [
     "AttributionOptions",
     "check_attribution_options",
     "check_hta_family",
+    "hta_refusal",
     "contributions_from_norms",
     "self_contribution",
     "own_input_is_largest",
@@ -146,10 +147,11 @@ def hidden_token_attribution(
     """Contributions c^l_ij of every input token j to every hidden token i, for each layer.
 
     Args:
-        model: a BERT encoder with eager attention, in eval mode (``load_model``), an MPNet
-            encoder (all-mpnet-base-v2: x_j is word + position), or a Llama-family decoder (Llama, Qwen2; ``load_decoder``). For a decoder, x_j is token
-            j's embedding (positions enter through RoPE inside attention), layer l is block l's
-            output before the final norm (as in ``capture``), and c^l_ij = 0 for j > i.
+        model: in eval mode, a post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet;
+            ``load_model``) or a pre-norm decoder (Llama, Qwen2, GPT-2; ``load_decoder``). For a decoder,
+            x_j is the first block's input at token j (the token embedding; GPT-2: plus its position
+            vector), layer l is block l's output before the final norm (as in ``capture``), and
+            c^l_ij = 0 for j > i.
         encoding: one unpadded sequence, input_ids ``(1, n)`` (``encode``); or a padded batch with its
             attention mask, which gives a list with one ``Attribution`` per sequence, each that of the
             sequence run alone.
@@ -178,7 +180,7 @@ def hidden_token_attribution(
             model takes, a padded or batched encoding, token ids the model cannot embed,
             layers out of range.
         TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
-        UnsupportedModelError: neither a BERT or MPNet encoder with eager attention nor a Llama or Qwen2 decoder.
+        UnsupportedModelError: a family neither linearisation follows (``check_hta_family``).
         RuntimeError: called under ``torch.inference_mode()`` (the Jacobians need autograd; ``no_grad`` is fine).
     """
     check_autograd("hidden_token_attribution")
@@ -203,26 +205,25 @@ def hidden_token_attribution(
     return attribute_linearised(linearise(model, internals.x, reference=internals.hidden_states), encoding, options)
 
 
-# families HTA's linearisation does not follow yet, and why
-_HTA_GAPS = {
-    "gpt2": "GPT-2 is a pre-norm decoder with LayerNorm, learned positions and a GELU MLP; the decoder linearisation "
-    "follows RMSNorm, RoPE and SwiGLU (Llama, Qwen2) only",
-}
+def hta_refusal(model_type: str | None) -> str | None:
+    """Why exact HTA does not take ``model_type`` (None where it does: a post-norm encoder or a pre-norm decoder)."""
+    if model_type in POST_NORM_ENCODERS or model_type in linearised_decoder.DECODER_FAMILIES:
+        return None
+    return (
+        f"its layers are not among those the linearised forwards follow, the post-norm encoders "
+        f"({', '.join(POST_NORM_ENCODERS)}) and the pre-norm decoders ({', '.join(linearised_decoder.DECODER_FAMILIES)})"
+    )
 
 
 def check_hta_family(model: PreTrainedModel, method: str = "hidden_token_attribution") -> None:
-    """Raise ``UnsupportedModelError`` unless exact HTA linearises ``model``'s family: a post-norm encoder
-    (``POST_NORM_ENCODERS``) or a Llama-family decoder. The message names the method, the family and why."""
-    config = getattr(model, "config", None)
-    model_type = getattr(config, "model_type", None)
-    if model_type in POST_NORM_ENCODERS or model_type in linearised_decoder.DECODER_FAMILIES:
-        return
-    why = _HTA_GAPS.get(model_type, "its layers are not among those the linearised forwards follow")
-    raise UnsupportedModelError(
-        f"{method} does not take model_type={model_type!r} ({type(model).__name__}): {why}. It takes the "
-        f"post-norm encoders ({', '.join(POST_NORM_ENCODERS)}) and the decoders "
-        f"({', '.join(linearised_decoder.DECODER_FAMILIES)})."
-    )
+    """Raise ``UnsupportedModelError`` unless exact HTA linearises ``model``'s family (``hta_refusal``).
+    The message names the method, the family and why."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    why = hta_refusal(model_type)
+    if why is not None:
+        raise UnsupportedModelError(
+            f"{method} does not take model_type={model_type!r} ({type(model).__name__}): {why}."
+        )
 
 
 class AttributionOptions(NamedTuple):

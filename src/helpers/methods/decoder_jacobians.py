@@ -1,4 +1,4 @@
-"""Frobenius norms of the Jacobian blocks d h^l_i / d x_j of a Llama-family decoder, in forward mode.
+"""Frobenius norms of the Jacobian blocks d h^l_i / d x_j of a pre-norm decoder (Llama, Qwen2, GPT-2), in forward mode.
 
 The decoder counterpart of ``helpers.methods.jacobians`` (read that module first):
 x_j is token j's embedding, h^l_i block l's output at position i (before the
@@ -31,27 +31,35 @@ __all__ = [
     "default_decoder_chunk_size",
     "decoder_block_norms",
     "decoder_tangent_macs",
+    "decoder_local_norms",
 ]
 
 
-def _rms_tangent(t: torch.Tensor, xhat: torch.Tensor) -> torch.Tensor:
+def _rms_tangent(t: torch.Tensor, xhat: torch.Tensor, centred: bool = False) -> torch.Tensor:
     """The projector of an RMSNorm's tangent, ``t (I - xhat xhat^T / d)``, for t: (r, B, d), xhat: (r, d).
 
-    The rest of the tangent, diag(gamma / rms), is folded into the weights (gamma) and the
-    per-row factors (1 / rms) of ``TangentFactors``.
+    A LayerNorm's (``centred``, GPT-2) subtracts the mean first: ``t (I - 1 1^T / d - xhat xhat^T / d)``
+    (xhat is centred, so the two projections commute). The rest of the tangent, diag(gamma / rms),
+    is folded into the weights (gamma) and the per-row factors (1 / rms) of ``TangentFactors``.
     """
+    if centred:
+        t = t - t.mean(-1, keepdim=True)
     dots = torch.bmm(t, xhat[:, :, None]).div_(-t.shape[-1])  # (r, B, 1)
     return torch.baddbmm(t, dots, xhat[:, None, :])
 
 
 def _build_ffn_jacobians(block: LinearisedDecoderBlock, step_mb: float = 64) -> torch.Tensor:
-    """M_i = I + J_RMS2,i (W^gate diag(slope_i) + W^up diag(act_i)) W^down for every token: (n, d, d)."""
+    """M_i = I + J_RMS2,i (W^gate diag(slope_i) + W^up diag(act_i)) W^down for every token: (n, d, d).
+
+    GPT-2's ungated FFN: M_i = I + J_LN2,i W^fc diag(slope_i) W^proj.
+    """
     n, d = block.xhat_2.shape
-    W = block.W_gate_up  # (d, 2f)
-    down = torch.cat([block.W_down, block.W_down])  # (2f, d)
+    W = block.W_gate_up  # (d, 2f), or (d, f) ungated
+    gated = block.gate_value is not None
+    down = torch.cat([block.W_down, block.W_down]) if gated else block.W_down  # (2f, d) or (f, d)
     rows_per_step = max(1, int(step_mb * 2**20 // (W.numel() * W.element_size())))
     M = torch.empty(n, d, d, dtype=W.dtype, device=W.device)
-    weights = torch.cat([block.gate_slope, block.gate_value], dim=-1)  # (n, 2f)
+    weights = torch.cat([block.gate_slope, block.gate_value], dim=-1) if gated else block.gate_slope  # (n, 2f)
     eye = torch.eye(d, dtype=W.dtype, device=W.device)
     for start in range(0, n, rows_per_step):
         rows = slice(start, min(n, start + rows_per_step))
@@ -59,6 +67,8 @@ def _build_ffn_jacobians(block: LinearisedDecoderBlock, step_mb: float = 64) -> 
         inner = inner * (block.gamma_2 * block.inv_rms_2[rows])[:, :, None]  # diag(gamma / rms) on the left
         xhat = block.xhat_2[rows]
         inner = inner - xhat[:, :, None] * ((xhat[:, None, :] @ inner) / d)  # then the projector
+        if block.centred:  # and LayerNorm's mean subtraction
+            inner = inner - inner.mean(1, keepdim=True)
         M[rows] = inner + eye
     return M
 
@@ -122,7 +132,7 @@ def _attention_tangent(block: LinearisedDecoderBlock, dh: torch.Tensor, start: i
     if factors is None:
         factors = block.factors = tangent_factors(block, start)
         block.factors_start = start
-    dqkv = torch.mm(_rms_tangent(dh, block.xhat_1[start:]).view(r * B, d), factors.W_qkv)
+    dqkv = torch.mm(_rms_tangent(dh, block.xhat_1[start:], block.centred).view(r * B, d), factors.W_qkv)
     dqkv = dqkv.view(r, B, h + 2 * hk, d_v)
     dq = _rotated(
         dqkv[:, :, :h].view(r, B, hk, g, d_v),
@@ -152,18 +162,16 @@ def _attention_tangent(block: LinearisedDecoderBlock, dh: torch.Tensor, start: i
 
 
 def _ffn_tangent(block: LinearisedDecoderBlock, dh: torch.Tensor, start: int) -> torch.Tensor:
-    """Tangent of h -> h + SwiGLU(RMSNorm(h)) for dh: (r, B, d), rows start..n-1."""
+    """Tangent of h -> h + SwiGLU(RMSNorm(h)) (GPT-2: h + MLP(LayerNorm(h))) for dh: (r, B, d), rows start..n-1."""
     if block.M is not None:  # one d x d product per token, batched over tokens
         return torch.bmm(dh, block.M[start:])
     r, B, d = dh.shape
     factors = block.factors
-    dgu = torch.mm(_rms_tangent(dh, block.xhat_2[start:]).view(r * B, d), factors.W_gate_up).view(r, B, 2 * block.f)
-    dgu.mul_(factors.inv_rms_2)
-    dm = (
-        dgu[..., : block.f]
-        .mul_(block.gate_slope[start:, None])
-        .addcmul_(dgu[..., block.f :], block.gate_value[start:, None])
-    )
+    dgu = torch.mm(_rms_tangent(dh, block.xhat_2[start:], block.centred).view(r * B, d), factors.W_gate_up)
+    dgu = dgu.view(r, B, factors.W_gate_up.shape[1]).mul_(factors.inv_rms_2)
+    dm = dgu[..., : block.f].mul_(block.gate_slope[start:, None])
+    if block.gate_value is not None:
+        dm.addcmul_(dgu[..., block.f :], block.gate_value[start:, None])
     return torch.addmm(dh.view(r * B, d), dm.view(r * B, block.f), block.W_down).view(r, B, d)
 
 
@@ -240,7 +248,8 @@ def decoder_tangent_macs(block: LinearisedDecoderBlock, tangents: int, rows: int
     n, d, d_v, h = block.A.shape[-1], block.xhat_1.shape[1], block.d_v, block.heads
     width = (h + 2 * block.kv_heads) * d_v
     attention = rows * (d * width + h * d_v * d) + h * d_v * (2 * rows * n + 2 * rows * rows)
-    ffn = rows * d * d if block.M is not None else rows * 3 * block.f * d
+    maps = 3 if block.gate_value is not None else 2  # gate, up, down; or fc, proj
+    ffn = rows * d * d if block.M is not None else rows * maps * block.f * d
     return tangents * (attention + ffn)
 
 
@@ -268,7 +277,7 @@ def decoder_block_norms(
     used = prepare_decoder_ffn_jacobians(lin, n * k, depth=depth, memory_mb=memory_mb, explicit=explicit_ffn)
     if macs is not None:
         block = lin.blocks[0]
-        macs.append(used * n * 2 * block.f * d * d)
+        macs.append(used * n * block.W_gate_up.shape[1] * d * d)
     squares = torch.zeros(depth, n, n, dtype=torch.float64 if dtype == torch.float64 else torch.float32, device=device)
     chunks = direction_chunks(
         n, d, samples, seed, chunk_size or default_decoder_chunk_size(lin, memory_mb), dtype, device
@@ -284,3 +293,18 @@ def decoder_block_norms(
     if samples is not None:
         squares *= d / k
     return squares.clamp_min_(0).sqrt_().transpose(1, 2).contiguous()
+
+
+def decoder_local_norms(
+    lin: LinearisedDecoder, samples: int | None = None, seed: int = 0, chunk_size: int | None = None
+) -> torch.Tensor:
+    """Layer-local HTA norms ||d h^l_i / d h^(l-1)_j||_F of every block: (L, n, n), zero above the diagonal.
+
+    Each block is pushed alone, as a one-block decoder whose input is the block's own input;
+    ``samples`` as in ``decoder_block_norms``.
+    """
+    norms = []
+    for index, block in enumerate(lin.blocks):
+        one = LinearisedDecoder([block], lin.hidden_states[index : index + 2], lin.family)
+        norms.append(decoder_block_norms(one, samples, seed=seed, chunk_size=chunk_size, progress=False)[0])
+    return torch.stack(norms)

@@ -1,12 +1,20 @@
-"""The exact per-(i, j) decomposition of one BERT layer that the norm-based measures read (chapter 7).
+"""The exact per-(i, j) decomposition of one layer that the norm-based measures read (chapter 7).
 
-The attention block, the residual and the first LayerNorm split exactly into one vector per
-pair (notation of :mod:`helpers.methods.mixing`):
+In a post-norm encoder (BERT and its family) the attention block, the residual and the first
+LayerNorm split exactly into one vector per pair (notation of :mod:`helpers.methods.mixing`):
 
     z_ij = sum_h A^h_ij T^h_j + [i = j] E_i,         sum_j z_ij + b^O = r_i (LN1's input)
     g1(v) = (v - mean(v)) * gamma_1 / sigma_1(r_i)    (LN1 split linearly, beta_1 left over)
 
 and the second LayerNorm likewise with the standard deviation of its real input.
+
+A pre-norm decoder block (GPT-2, Llama, Qwen2; ``helpers.model.pre_norm``) normalises inside
+each branch, so no norm sits on the residual path: z_ij and r_i are as above (T computed from
+the normalised input, the residual adding the raw one), and the block's output is
+r_i + FFN(norm_2(r_i)). There ``ln1`` splits r_i through the norm that reads it (norm_2, the
+FFN's input; an RMSNorm is not centred and has no beta), ``ln2`` is z_ij itself (the FFN
+output left over), and ALTI compares z_ij with r_i, the residual stream it adds up to (as
+Ferrando et al. 2023 do for decoders). So on a decoder GlobEnc equals the residual norm.
 ``norm_scores`` turns one decomposition into a measure's local scores.
 """
 
@@ -20,6 +28,7 @@ from transformers import PreTrainedModel
 from ..model.internals import Internals
 from ..model.numbering import layer_index
 from ..model.post_norm import post_norm_layers
+from ..model.pre_norm import PRE_NORM_DECODERS, pre_norm_layers
 from .effective import effective_attention
 from .linalg import cosine_distance
 
@@ -57,15 +66,24 @@ class LayerDecomposition:
     ln2: torch.Tensor  # (n, n, d)
     ln2_rest: torch.Tensor  # (n, d)
     output: torch.Tensor  # (n, d)  the layer's output
+    residual_sum: torch.Tensor | None = None  # (n, d)  r, the residual stream ALTI splits (pre-norm)
+    pre_norm: bool = False  # a decoder block: ALTI reads z and r, not ln1 and y
 
 
-def _layer_norm_parts(norm: torch.nn.LayerNorm, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """gamma / sigma per row for LN input r: (n, d) -> (n, d), and beta (d,)."""
+def _layer_norm_parts(norm: torch.nn.Module, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """gamma / sigma per row for LN input r: (n, d) -> (n, d), and beta (d,); an RMSNorm: gamma / rms, beta 0."""
+    if not isinstance(norm, torch.nn.LayerNorm):
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6))
+        rms = torch.sqrt(r.pow(2).mean(-1, keepdim=True) + eps)
+        return norm.weight / rms, torch.zeros_like(norm.weight)
     sigma = torch.sqrt(r.var(-1, unbiased=False, keepdim=True) + norm.eps)
     return norm.weight / sigma, norm.bias
 
 
-def _centre(v: torch.Tensor) -> torch.Tensor:
+def _centre(v: torch.Tensor, norm: torch.nn.Module | None = None) -> torch.Tensor:
+    """v less its mean over the last axis, as a LayerNorm does; unchanged for an RMSNorm ``norm``."""
+    if norm is not None and not isinstance(norm, torch.nn.LayerNorm):
+        return v
     return v - v.mean(-1, keepdim=True)
 
 
@@ -107,17 +125,11 @@ def decompose_layer(
     same-output rewrite (``rewrite_attention``; the random one seeded by the layer).
     """
     index = layer_index(layer, internals.num_layers)
+    if internals.family in PRE_NORM_DECODERS:
+        return _decompose_pre_norm(model, internals, index, effective, layer)
     block = post_norm_layers(model, "the norm-based context-mixing measures")[index]
     E = internals.E[index]  # (n, d)
-    A = internals.A[index]  # (h, n, n)
-    if effective:
-        how = "effective" if effective is True else effective
-        A = rewrite_attention(A, internals.V[index], internals.H[index], how, seed=layer)
-    n = E.shape[0]
-    attention = torch.einsum("hij,hjd->ijd", A, internals.T[index])  # (n, n, d)
-    z = attention.clone()
-    diagonal = torch.arange(n, device=z.device)
-    z[diagonal, diagonal] += E
+    attention, z = _attention_pieces(internals, index, effective, layer)  # (n, n, d) each
     r = internals.attention_output[index] + E  # LN1's real input
     scale_1, beta_1 = _layer_norm_parts(block.norm_1, r)
     ln1 = _centre(z) * scale_1[:, None, :]
@@ -129,7 +141,37 @@ def decompose_layer(
     ln2 = _centre(ln1) * scale_2[:, None, :]
     ln2_rest = _centre(ln1_rest + feed_forward) * scale_2 + beta_2
     output = block.norm_2(u)
-    return LayerDecomposition(attention, z, ln1, ln1_rest, y, ln2, ln2_rest, output)
+    return LayerDecomposition(attention, z, ln1, ln1_rest, y, ln2, ln2_rest, output, r)
+
+
+def _attention_pieces(internals: Internals, index: int, effective: bool | str, layer: int):
+    """sum_h A^h_ij T^h_j and z_ij = that + [i = j] E_i, each (n, n, d), A rewritten if asked."""
+    E, A = internals.E[index], internals.A[index]
+    if effective:
+        how = "effective" if effective is True else effective
+        A = rewrite_attention(A, internals.V[index], internals.H[index], how, seed=layer)
+    attention = torch.einsum("hij,hjd->ijd", A, internals.T[index])
+    z = attention.clone()
+    diagonal = torch.arange(E.shape[0], device=z.device)
+    z[diagonal, diagonal] += E
+    return attention, z
+
+
+def _decompose_pre_norm(
+    model: PreTrainedModel, internals: Internals, index: int, effective: bool | str, layer: int
+) -> LayerDecomposition:
+    """``decompose_layer`` for a pre-norm decoder block (the module docstring says what each part holds)."""
+    block = pre_norm_layers(model, "the norm-based context-mixing measures")[index]
+    attention, z = _attention_pieces(internals, index, effective, layer)
+    r = internals.attention_output[index] + internals.E[index]  # the residual stream after attention
+    scale, beta = _layer_norm_parts(block.norm_2, r)
+    ln1 = _centre(z, block.norm_2) * scale[:, None, :]
+    ln1_rest = _centre(internals.b_O[index], block.norm_2)[None] * scale + beta
+    y = block.norm_2(r)  # what the FFN reads
+    feed_forward = block.mlp(y)
+    output = r + feed_forward
+    rest = internals.b_O[index][None] + feed_forward
+    return LayerDecomposition(attention, z, ln1, ln1_rest, y, z, rest, output, r, pre_norm=True)
 
 
 def norm_scores(decomposition: LayerDecomposition, measure: str) -> torch.Tensor:
@@ -143,8 +185,11 @@ def norm_scores(decomposition: LayerDecomposition, measure: str) -> torch.Tensor
     if measure == "globenc":
         return decomposition.ln2.norm(dim=-1)
     if measure == "alti":
-        y = decomposition.y[:, None, :]
-        return (y.abs().sum(-1) - (y - decomposition.ln1).abs().sum(-1)).clamp_min(0)
+        if decomposition.pre_norm:  # the residual stream: pieces z_ij adding up to r_i
+            y, pieces = decomposition.residual_sum[:, None, :], decomposition.z
+        else:
+            y, pieces = decomposition.y[:, None, :], decomposition.ln1
+        return (y.abs().sum(-1) - (y - pieces).abs().sum(-1)).clamp_min(0)
     raise ValueError(f"{measure!r} is not a norm-based measure; choose one of {NORM_MEASURES}.")
 
 
@@ -160,7 +205,8 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32.
     """
     index = layer_index(layer, internals.num_layers)
-    block = post_norm_layers(model, "value zeroing")[index]
+    pre_norm = internals.family in PRE_NORM_DECODERS
+    block = (pre_norm_layers if pre_norm else post_norm_layers)(model, "value zeroing")[index]
     E, A, V = internals.E[index], internals.A[index], internals.V[index]  # (n, d), (h, n, n), (h, n, d_v)
     h, n, d_v = V.shape
     heads = A @ V  # (h, n, d_v)
@@ -168,8 +214,12 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     variants = heads[None] - A.permute(2, 0, 1)[..., None] * V.permute(1, 0, 2)[:, :, None, :]
     context = variants.permute(0, 2, 1, 3).reshape(n, n, h * d_v)  # (j, i, d)
     dense = block.output(context)
-    y = block.norm_1(dense + E[None])
-    out = block.norm_2(block.ffn_out(block.activation(block.ffn_in(y))) + y)  # (j, i, d)
+    if pre_norm:  # V came from norm_1's output, which zeroing leaves alone; the residual adds E
+        r = dense + E[None]
+        out = r + block.mlp(block.norm_2(r))  # (j, i, d)
+    else:
+        y = block.norm_1(dense + E[None])
+        out = block.norm_2(block.ffn_out(block.activation(block.ffn_in(y))) + y)  # (j, i, d)
     original = internals.hidden_states[index + 1]
     distance = cosine_distance(out, original[None].expand_as(out))  # (j, i)
     return distance.T

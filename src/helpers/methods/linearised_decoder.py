@@ -1,6 +1,6 @@
-"""A Llama-family decoder (Llama, Qwen2) linearised around one input: the primal pass and its caches.
+"""A decoder (Llama, Qwen2, GPT-2) linearised around one input: the primal pass and its caches.
 
-Each block of these models is pre-norm (Zhang and Sennrich's RMSNorm, no mean
+Each block of Llama and Qwen2 is pre-norm (Zhang and Sennrich's RMSNorm, no mean
 subtraction, no bias), rotates queries and keys by position (RoPE: a fixed
 linear map per position, inside attention), lets ``groups`` query heads share
 one key/value head, and ends with a gated FFN (SwiGLU):
@@ -11,8 +11,17 @@ one key/value head, and ends with a gated FFN (SwiGLU):
 
 The input is the token embeddings themselves (no position embedding is added;
 position enters through R only), and "layer l" is block l's output *before* the
-final norm, as in ``capture``. ``linearise_decoder(model, x)`` runs that primal
-pass once and keeps the weights in the row-vector convention and the
+final norm, as in ``capture``.
+
+GPT-2 is the same pre-norm block with three differences, each a special case of
+the code below: LayerNorm (mean subtracted, a bias) in place of RMSNorm; no
+rotation (R the identity: cos = 1, sin = 0), positions being learned vectors
+already added to the input, so that x_j is token j's embedding plus its
+position's; and a plain FFN, act(w W^fc + b) W^proj + b, with no gate
+(``gate_value`` None, ``W_gate_up`` then W^fc alone). The modules come from
+``helpers.model.pre_norm``.
+
+``linearise_decoder(model, x)`` runs that primal pass once and keeps the weights in the row-vector convention and the
 activations a Jacobian-vector product needs; ``helpers.methods.decoder_jacobians``
 pushes tangents through it.
 """
@@ -26,11 +35,12 @@ from torch import nn
 
 from ..model.checks import UnsupportedModelError, check_autograd
 from ..model.families import linear_bias, linear_weight
+from ..model.pre_norm import pre_norm_layers
 from .linearised import check_reproduces
 
 __all__ = ["DECODER_FAMILIES", "LinearisedDecoderBlock", "LinearisedDecoder", "linearise_decoder"]
 
-DECODER_FAMILIES = ("llama", "qwen2")
+DECODER_FAMILIES = ("llama", "qwen2", "gpt2")
 
 
 @dataclass
@@ -51,15 +61,16 @@ class LinearisedDecoderBlock:
     V: torch.Tensor  # (h_kv, n, d_v)
     A: torch.Tensor  # (h, n, n)  attention probabilities, zero above the diagonal
     heads_out: torch.Tensor  # (h, n, d_v)  head outputs A V
-    xhat_1: torch.Tensor  # (n, d)  h / rms(h), input of the attention norm
+    xhat_1: torch.Tensor  # (n, d)  h / rms(h) (LayerNorm: (h - mean h) / sigma), input of the attention norm
     xhat_2: torch.Tensor  # (n, d)
-    gate_slope: torch.Tensor  # (n, f)  act'(w W^gate) * (w W^up)
-    gate_value: torch.Tensor  # (n, f)  act(w W^gate)
+    gate_slope: torch.Tensor  # (n, f)  act'(w W^gate) * (w W^up); GPT-2: act'(w W^fc + b)
+    gate_value: torch.Tensor | None  # (n, f)  act(w W^gate); None for GPT-2's ungated FFN
     gamma_1: torch.Tensor  # (d,)  weight of the attention norm
     gamma_2: torch.Tensor  # (d,)  weight of the FFN norm
     inv_rms_1: torch.Tensor  # (n, 1)  1 / rms(h)
     inv_rms_2: torch.Tensor  # (n, 1)
     scaling: float
+    centred: bool = False  # LayerNorm (GPT-2): the norms subtract the mean
     M: torch.Tensor | None = None  # (n, d, d)  Jacobian of the FFN sub-block (residual included), per token
     factors: object = None  # the tangent pass's per-row constants for one start row (decoder_jacobians)
     factors_start: int | None = None
@@ -113,7 +124,13 @@ class LinearisedDecoder:
 
 
 def _rms_norm(h: torch.Tensor, norm: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """RMSNorm of ``h: (n, d)``; returns the output, h / rms (each (n, d)) and 1 / rms (n, 1)."""
+    """RMSNorm (or, for an ``nn.LayerNorm``, LayerNorm) of ``h: (n, d)``; returns the output, the normalised
+    input h / rms (LayerNorm: (h - mean) / sigma), each (n, d), and 1 / rms (or 1 / sigma), (n, 1)."""
+    if isinstance(norm, nn.LayerNorm):
+        centred = h - h.mean(-1, keepdim=True)
+        inv_sigma = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps)
+        xhat = centred * inv_sigma
+        return norm.weight * xhat + norm.bias, xhat, inv_sigma
     eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
     if eps is None or getattr(norm, "bias", None) is not None:
         raise UnsupportedModelError(f"{type(norm).__name__} is not the RMSNorm this linearisation implements.")
@@ -133,13 +150,29 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotate_half(x) * sin
 
 
-def _check_block(model: nn.Module, layer: nn.Module) -> None:
-    config = model.config
-    if getattr(config, "use_sliding_window", False):
+def _check_model(model: nn.Module) -> None:
+    if getattr(model.config, "use_sliding_window", False):
         raise UnsupportedModelError("Sliding-window attention is not implemented by the decoder linearisation.")
-    mlp = layer.mlp
-    if not all(hasattr(mlp, part) for part in ("gate_proj", "up_proj", "down_proj", "act_fn")):
-        raise UnsupportedModelError(f"{type(mlp).__name__} is not the gated FFN (gate, up, down) of Llama and Qwen2.")
+
+
+def _rotation(model: nn.Module, x: torch.Tensor, d_v: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's cos and sin, (n, d_v) each; GPT-2 (no rotary embedding): ones and zeros, R the identity."""
+    base = model.base_model
+    n = x.shape[0]
+    if not hasattr(base, "rotary_emb"):
+        return x.new_ones(n, d_v), x.new_zeros(n, d_v)
+    position_ids = torch.arange(n, device=x.device)[None]
+    cos, sin = (t[0].to(x.dtype) for t in base.rotary_emb(x[None], position_ids))
+    return cos, sin
+
+
+def _slope(activation, pre: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """act(pre) and act'(pre), (n, f) each: the activation is elementwise, so the gradient of its sum is its slope."""
+    with torch.enable_grad():
+        pre = pre.detach().requires_grad_(True)
+        value = activation(pre)
+        (slope,) = torch.autograd.grad(value.sum(), pre)
+    return value.detach(), slope
 
 
 @torch.no_grad()
@@ -149,17 +182,18 @@ def linearise_decoder(
     reference: torch.Tensor | None = None,
     atol: float = 1e-4,
 ) -> LinearisedDecoder:
-    """Run the primal pass of a Llama or Qwen2 decoder on its token embeddings and cache what tangents need.
+    """Run the primal pass of a Llama, Qwen2 or GPT-2 decoder on its input and cache what tangents need.
 
     Args:
-        model: a ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` (or their base models), eval mode.
-        x: ``(n, d)`` token embeddings (``capture(model, encoding).x``).
+        model: a ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``GPT2LMHeadModel`` (or their base models), eval mode.
+        x: ``(n, d)`` the first block's input (``capture(model, encoding).x``): the token embeddings
+            (GPT-2: plus the position embeddings).
         reference: the model's own hidden states ``(L + 1, n, d)`` (``capture(...).hidden_states``);
             if given, the primal pass must reproduce them.
         atol: tolerance of that check, relative to the largest hidden-state entry.
 
     Raises:
-        UnsupportedModelError: not a Llama or Qwen2 model, or a variant this code does not implement.
+        UnsupportedModelError: not a Llama, Qwen2 or GPT-2 model, or a variant this code does not implement.
         ValueError: wrong shapes, or the primal pass disagrees with ``reference``.
     """
     check_autograd("linearise_decoder (the activation slopes)")
@@ -168,32 +202,29 @@ def linearise_decoder(
         raise UnsupportedModelError(
             f"The decoder linearisation covers {', '.join(DECODER_FAMILIES)}; got model_type={model_type!r}."
         )
-    base = model.base_model
+    _check_model(model)
     config = model.config
     d = config.hidden_size
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != d:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be one sequence of token embeddings (n, {d}); got {got}.")
-    weight = base.embed_tokens.weight
+    weight = model.get_input_embeddings().weight
     x = x.to(device=weight.device, dtype=weight.dtype)
     n = x.shape[0]
-    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
     d_v = getattr(config, "head_dim", None) or d // heads
     groups = heads // kv_heads
-    position_ids = torch.arange(n, device=x.device)[None]
-    cos, sin = (t[0].to(x.dtype) for t in base.rotary_emb(x[None], position_ids))  # (n, d_v) each
+    cos, sin = _rotation(model, x, d_v)
     causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
 
     h = x
     hidden, blocks = [h], []
-    for layer in base.layers:
-        _check_block(model, layer)
-        attn, mlp = layer.self_attn, layer.mlp
-        scaling = float(getattr(attn, "scaling", d_v**-0.5))
-        u, xhat_1, inv_rms_1 = _rms_norm(h, layer.input_layernorm)
-        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-        W_qkv = torch.cat([linear_weight(p) for p in projections], dim=1)  # (d, (h + 2 h_kv) d_v)
-        b_qkv = torch.cat([linear_bias(p) for p in projections])
+    for layer in pre_norm_layers(model, "linearise_decoder"):
+        scaling = float(getattr(layer.attention, "scaling", d_v**-0.5))
+        u, xhat_1, inv_rms_1 = _rms_norm(h, layer.norm_1)
+        W_qkv = torch.cat([linear_weight(p) for p in layer.qkv], dim=1)  # (d, (h + 2 h_kv) d_v)
+        b_qkv = torch.cat([linear_bias(p) for p in layer.qkv])
         q, k, v = (u @ W_qkv + b_qkv).split([heads * d_v, kv_heads * d_v, kv_heads * d_v], dim=-1)
         Q = rotate(q.view(n, heads, d_v).transpose(0, 1), cos, sin) * scaling  # (h, n, d_v)
         K = rotate(k.view(n, kv_heads, d_v).transpose(0, 1), cos, sin)  # (h_kv, n, d_v)
@@ -202,23 +233,22 @@ def linearise_decoder(
         logits = (Q @ K_rep.transpose(-1, -2)).masked_fill(~causal, float("-inf"))
         A = torch.softmax(logits, dim=-1)
         heads_out = A @ V_rep  # (h, n, d_v)
-        W_o = linear_weight(attn.o_proj)
-        h1 = h + heads_out.transpose(0, 1).reshape(n, heads * d_v) @ W_o + linear_bias(attn.o_proj)
-        w, xhat_2, inv_rms_2 = _rms_norm(h1, layer.post_attention_layernorm)
-        pre = mlp.gate_proj(w)
-        up = mlp.up_proj(w)
-        with torch.enable_grad():  # the activation is elementwise: the gradient of its sum is its slope
-            pre = pre.detach().requires_grad_(True)
-            gated = mlp.act_fn(pre)
-            (slope,) = torch.autograd.grad(gated.sum(), pre)
-        gated = gated.detach()
-        h2 = h1 + mlp.down_proj(gated * up)
+        W_o = linear_weight(layer.output)
+        h1 = h + heads_out.transpose(0, 1).reshape(n, heads * d_v) @ W_o + linear_bias(layer.output)
+        w, xhat_2, inv_rms_2 = _rms_norm(h1, layer.norm_2)
+        value, slope = _slope(layer.activation, layer.ffn_in[0](w))
+        if layer.gated:
+            up = layer.ffn_in[1](w)
+            slope, value, gate_value = slope * up, value * up, value
+        else:
+            gate_value = None
+        h2 = h1 + layer.ffn_out(value)
         blocks.append(
             LinearisedDecoderBlock(
                 W_qkv=W_qkv.contiguous(),
-                W_o=W_o.contiguous(),
-                W_gate_up=torch.cat([linear_weight(mlp.gate_proj), linear_weight(mlp.up_proj)], dim=1).contiguous(),
-                W_down=linear_weight(mlp.down_proj).contiguous(),
+                W_o=W_o.detach().contiguous(),
+                W_gate_up=torch.cat([linear_weight(p) for p in layer.ffn_in], dim=1).contiguous(),
+                W_down=linear_weight(layer.ffn_out).detach().contiguous(),
                 cos=cos,
                 sin=sin,
                 Q=Q.contiguous(),
@@ -228,17 +258,18 @@ def linearise_decoder(
                 heads_out=heads_out.contiguous(),
                 xhat_1=xhat_1,
                 xhat_2=xhat_2,
-                gate_slope=(slope * up).contiguous(),
-                gate_value=gated.contiguous(),
-                gamma_1=layer.input_layernorm.weight.detach(),
-                gamma_2=layer.post_attention_layernorm.weight.detach(),
+                gate_slope=slope.contiguous(),
+                gate_value=None if gate_value is None else gate_value.contiguous(),
+                gamma_1=layer.norm_1.weight.detach(),
+                gamma_2=layer.norm_2.weight.detach(),
                 inv_rms_1=inv_rms_1,
                 inv_rms_2=inv_rms_2,
                 scaling=scaling,
+                centred=isinstance(layer.norm_1, nn.LayerNorm),
             )
         )
         h = h2
         hidden.append(h)
     hidden_states = torch.stack(hidden)
-    check_reproduces(hidden_states, reference, atol, "the Llama-family decoder")
+    check_reproduces(hidden_states, reference, atol, f"the {model_type} decoder")
     return LinearisedDecoder(blocks, hidden_states, model_type)

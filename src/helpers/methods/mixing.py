@@ -71,6 +71,7 @@ from ..model.numbering import check_integer, layer_index
 from ..model.text import check_encoding
 from . import jacobians, linearised
 from .attribution import AttributionOptions, attribute_linearised, check_attribution_options
+from .decoder_jacobians import decoder_local_norms
 from .decomposition import (
     NORM_MEASURES,
     REWRITES,
@@ -79,7 +80,7 @@ from .decomposition import (
     norm_scores,
     value_zeroing_scores,
 )
-from .linearised_decoder import DECODER_FAMILIES, linearise_decoder
+from .linearised_decoder import LinearisedDecoder
 from .mixing_families import check_mixing_family
 from .rollout import (
     attention_rollout,
@@ -90,7 +91,7 @@ from .rollout import (
     rollout_label,
     unnormalised_rollout,
 )
-from .token_effects import grad_input_scores, leave_one_out
+from .token_effects import grad_input_scores, leave_one_out, linearise_captured
 
 __all__ = [
     "MEASURES",
@@ -210,10 +211,9 @@ def local_hta(
     """Layer-local HTA: c^l_ij = ||d e^l_i / d e^(l-1)_j||_F, rows normalised: Mixing of (L, n, n).
 
     The reference for the local measures (the setting of GlobEnc's figure 4, with
-    input-to-output blocks of one layer). ``samples=None``: exact, d tangents per
-    input token and layer; k: the Hutchinson estimate with k random orthonormal
-    tangents per token. The tangents run through the same linearised layers as HTA
-    (``jacobians.layer_tangents``), one layer at a time.
+    input-to-output blocks of one layer). ``samples=None``: exact, d tangents per input token and
+    layer; k: the Hutchinson estimate with k random orthonormal tangents per token, through the
+    same linearised layers as HTA, one layer (a decoder: one block) at a time.
     """
     check_autograd("local_hta")
     check_mixing_family(model, "hta_local")
@@ -222,7 +222,10 @@ def local_hta(
         check_integer(samples, "samples (None: exact)", 1, model.config.hidden_size)
     model = float32_model(model)
     internals = capture(model, encoding)
-    lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
+    lin = linearise_captured(model, internals)
+    if isinstance(lin, LinearisedDecoder):
+        norms = decoder_local_norms(lin, samples, seed, chunk_size)
+        return Mixing(scores=normalise_rows(norms.float().cpu()), measure="hta_local", rollout=False)
     return local_hta_linearised(lin, samples, seed, chunk_size)
 
 
@@ -330,9 +333,7 @@ def context_mixing(
     if measure in LOCAL_MEASURES:
         result = local_measures(model, internals, [(measure, options)])[0]
         return rolled_out(result, aggregation) if rollout else result
-    if measure == "hta" and model.config.model_type in DECODER_FAMILIES:  # its own linearisation
-        return hta_mixing(linearise_decoder(model, internals.x, reference=internals.hidden_states), encoding, hta)
-    lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
+    lin = linearise_captured(model, internals)
     if measure == "hta":
         return hta_mixing(lin, encoding, hta)
     return Mixing(scores=normalise_rows(grad_input_scores(model, internals, lin)), measure=measure, rollout=False)
@@ -440,8 +441,7 @@ def several_measures(
             results.append(rolled_out(result, check_aggregation(name, None)) if rollout else result)
             continue
         if linear is None:
-            linearise = linearise_decoder if model.config.model_type in DECODER_FAMILIES else linearised.linearise
-            linear = linearise(model, internals.x, reference=internals.hidden_states)
+            linear = linearise_captured(model, internals)
         if name == "hta":
             results.append(hta_mixing(linear, encoding, hta[i]))
         else:

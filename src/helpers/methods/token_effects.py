@@ -15,10 +15,18 @@ from ..model.internals import Internals
 from ..model.numbering import check_integer
 from ..model.text import check_single_sequence
 from . import jacobians, linearised
+from .decoder_jacobians import push_decoder_tangents
 from .linalg import cosine_distance
+from .linearised_decoder import DECODER_FAMILIES, LinearisedDecoder, linearise_decoder
 from .mixing_families import check_mixing_family
 
-__all__ = ["grad_input_scores", "leave_one_out"]
+__all__ = ["grad_input_scores", "leave_one_out", "linearise_captured"]
+
+
+def linearise_captured(model: PreTrainedModel, internals: Internals):
+    """The captured sequence's linearised model: ``LinearisedDecoder`` for a decoder, ``LinearisedBert`` else."""
+    linearise = linearise_decoder if model.config.model_type in DECODER_FAMILIES else linearised.linearise
+    return linearise(model, internals.x, reference=internals.hidden_states)
 
 
 @torch.no_grad()
@@ -32,10 +40,17 @@ def grad_input_scores(
     the literature (the model's ``inputs_embeds``). Not x_j itself: the embedding
     LayerNorm is scale invariant, so J_ij x_j vanishes up to its epsilon. One
     forward-mode tangent per input token gives every layer at once. ``lin``: the
-    sequence's linearised model if the caller has it (else it is linearised here).
+    sequence's linearised model if the caller has it (else it is linearised here). On a
+    decoder w_j is token j's input embedding: all of x_j
+    for Llama and Qwen2, x_j less its position vector for GPT-2.
     """
     if lin is None:
-        lin = linearised.linearise(model, internals.x, reference=internals.hidden_states)
+        lin = linearise_captured(model, internals)
+    if isinstance(lin, LinearisedDecoder):  # x = words (+ positions in GPT-2); tangent j reaches rows >= j
+        words = model.get_input_embeddings()(internals.input_ids.to(internals.x.device))  # (n, d)
+        tokens = torch.arange(lin.n, device=words.device)
+        pushed = [dh for _, dh in push_decoder_tangents(lin, tokens, words)]  # each (i, j, d): start 0
+        return torch.stack(pushed).norm(dim=-1).float().cpu()
     words = model.base_model.embeddings.word_embeddings(internals.input_ids.to(internals.x.device))  # (n, d_x)
     tokens = torch.arange(lin.n, device=words.device)
     pushed = torch.stack(list(jacobians.push_tangents(lin, tokens, words)))  # (L, j, i, d)

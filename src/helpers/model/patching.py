@@ -32,6 +32,9 @@ from .numbering import head_index, layer_index
 from .progress import progress_bar
 from .text import check_encoding
 
+# the families whose attention function patch_attention replaces
+PATCHABLE_FAMILIES = LINEARISED_ENCODERS
+
 
 @dataclass
 class AttentionPatch:
@@ -44,7 +47,7 @@ class AttentionPatch:
 
 
 def _check_patch(model: PreTrainedModel, layer: int, head: int, attention: torch.Tensor) -> None:
-    check_supported(model, LINEARISED_ENCODERS, method="patch_attention (it replaces BERT's or MPNet's attention)")
+    check_supported(model, PATCHABLE_FAMILIES, method="patch_attention (it replaces BERT's or MPNet's attention)")
     layer_index(layer, model.config.num_hidden_layers)
     head_index(head, model.config.num_attention_heads)
     if not isinstance(attention, torch.Tensor):
