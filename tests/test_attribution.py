@@ -554,3 +554,30 @@ def test_cls_sources_by_example(pair_result, tokenizer):
     assert abs(first["sentences"] - float(sentences.mean())) < 1e-9
     with pytest.raises(ValueError, match="No results"):
         helpers.drivers.attribution.cls_sources_by_example([])
+
+
+def test_pair_positions_of_a_model_without_token_types():
+    """MPNet writes a pair <s> A </s></s> B </s> with no token types: the separators come from the ids."""
+    from .test_capture_mpnet import make_mpnet_tokenizer, make_tiny_mpnet
+
+    mpnet_tokenizer = make_mpnet_tokenizer()
+    model = make_tiny_mpnet(len(mpnet_tokenizer))
+    encoding = helpers.encode(mpnet_tokenizer, "The cat sat.", "It was warm there.", model=model)
+    result = helpers.hidden_token_attribution(model, encoding, estimator="estimate", samples=2, progress=False)
+    tokens = mpnet_tokenizer.convert_ids_to_tokens(result.input_ids.tolist())
+    first = tokens.index("</s>")
+    assert tokens[first + 1] == "</s>" and tokens[-1] == "</s>"
+    positions = helpers.methods.attribution.pair_positions(result)
+    assert positions == (first, len(tokens) - 1, first + 2)
+    _, shares = helpers.methods.attribution.cls_segments(result)
+    torch.testing.assert_close(shares[:, 2], result.contributions[:, 0, first : first + 2].sum(-1))
+    torch.testing.assert_close(shares.sum(-1), torch.ones(len(result.layer_numbers)), rtol=0, atol=1e-6)
+    single = helpers.hidden_token_attribution(
+        model,
+        helpers.encode(mpnet_tokenizer, "The cat sat.", model=model),
+        estimator="estimate",
+        samples=2,
+        progress=False,
+    )
+    with pytest.raises(ValueError, match="not a sentence pair"):
+        helpers.methods.attribution.cls_segments(single)

@@ -348,3 +348,19 @@ def test_attention_edits_reach_mpnet_and_recordings_refuse_it(tiny):
     with pytest.raises(UnsupportedModelError, match="AttentionInterface"):
         with recording(model):
             pass
+
+
+def test_the_slow_references_follow_mpnet_too(tiny):
+    """encoder_hidden_states gives MPNet's layers its position bias; norm_vectors_reference reads MPNet's modules."""
+    from helpers.methods import reference
+
+    model, encoding, internals = tiny
+    torch.testing.assert_close(reference.encoder_hidden_states(model, internals.x), internals.hidden_states[1:])
+    for layer in (1, 2):
+        slow = reference.norm_vectors_reference(model, encoding, layer)
+        parts = helpers.methods.decomposition.decompose_layer(model, internals, layer)
+        torch.testing.assert_close(parts.z, slow.z, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(parts.ln1.sum(1) + parts.ln1_rest, slow.ln1_out, rtol=1e-5, atol=1e-5)
+    attribution = helpers.hidden_token_attribution(model, encoding, progress=False)
+    reverse = reference.reverse_mode_row_norms(model, internals.x, layer=2, token=3)
+    torch.testing.assert_close(attribution.norms[-1, 3], reverse, rtol=1e-4, atol=1e-6)

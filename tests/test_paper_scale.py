@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.book import paper_scale
+from helpers.book.chapters import CHAPTER_NEEDS
 from helpers.book.records import committed_record, record_defects
 from helpers.book.registry import load_registry
 
@@ -29,16 +30,11 @@ def _without_run(notebook: dict) -> dict:
     return {"cells": notebook["cells"]}  # the metadata holds what a run leaves (widget state, the kernel's version)
 
 
-def test_the_edition_holds_the_chapters_whose_method_applies_to_mpnet():
-    assert paper_scale.edition_chapters() == ["02_rank_argument", "03_simplex_null_spaces", "04_effective_attention"]
-    refused = paper_scale.refused_chapters()
-    assert sorted(refused) == [
-        "01_anatomy_of_a_head", "05_token_identifiability", "06_hidden_token_attribution", "07_context_mixing",
-        "08_fine_tuning",
-    ]  # fmt: skip
-    assert all("BERT fast path" in why for why in refused.values())
+def test_the_edition_holds_every_encoder_chapter():
+    assert paper_scale.edition_chapters() == [c for c, needs in CHAPTER_NEEDS.items() if "causal" not in needs]
+    assert len(paper_scale.edition_chapters()) == 8 and paper_scale.refused_chapters() == {}
     with pytest.raises(ValueError, match="not in the paper-scale edition"):
-        paper_scale.edition_notebook({"cells": []}, "05_token_identifiability")
+        paper_scale.edition_notebook({"cells": []}, "09_decoder_llm")
 
 
 def test_the_generator_fixes_the_model_relabels_and_links_back():
@@ -103,3 +99,9 @@ def test_stamp_needs_a_run_and_writes_the_measured_time():
     stamped = paper_scale.stamp(edition)
     assert "about 8 minutes on 2 CPU cores for this edition" in "".join(stamped["cells"][0]["source"])
     assert stamped["metadata"]["book"]["code"] == paper_scale.code_fingerprint(stamped)
+
+
+def test_every_edition_page_is_in_the_books_contents():
+    toc = (BOOK.parent / "_toc.yml").read_text()
+    for chapter in paper_scale.edition_chapters():
+        assert f"- file: book/{paper_scale.EDITION_FOLDER}/{chapter}\n" in toc, chapter

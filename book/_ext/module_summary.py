@@ -142,12 +142,24 @@ class FamilyTable(Directive):
             "     - where it refuses, why",
         ]
         for method, row in matrix.items():
-            reasons = sorted({why for why in row.values() if why is not None})
-            lines += [f"   * - ``{method}``", *[f"     - {'✓' if why is None else DASH}" for why in row.values()]]
-            lines.append(f"     - {'; '.join(reasons) if reasons else DASH}")
+            reasons = sorted(
+                {why for why in row.values() if why is not None}
+            )
+            lines += [
+                f"   * - ``{method}``",
+                *[
+                    f"     - {'✓' if why is None else DASH}"
+                    for why in row.values()
+                ],
+            ]
+            lines.append(
+                f"     - {'; '.join(reasons) if reasons else DASH}"
+            )
         holder = nodes.section()
         holder.document = self.state.document
-        self.state.nested_parse(StringList(lines, source="helpers.book.support"), 0, holder)
+        self.state.nested_parse(
+            StringList(lines, source="helpers.book.support"), 0, holder
+        )
         return holder.children
 
 

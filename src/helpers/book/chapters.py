@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 from transformers import AutoConfig, PreTrainedModel
 
+from ..drivers.finetuning import FINE_TUNE_FAMILIES
+from ..model.checks import LINEARISED_ENCODERS
 from ..model.decoder import DECODER_MODEL
 from ..model.families import UnsupportedFamilyError, family_of
 from ..model.loaded import LoadedModel
@@ -18,6 +20,7 @@ from ..model.loading import DEFAULT_MODEL, bundled_model_dir, load_model
 
 __all__ = [
     "CHAPTER_NEEDS",
+    "NEEDS",
     "chapter_applies",
     "chapter_default_model",
     "layers_and_width",
@@ -27,22 +30,24 @@ __all__ = [
 
 
 # What each chapter's method needs from the model:
-#   "bert-internals": the BERT fast path (finish_layer, patching, the layer-by-layer rebuild of
-#                      a post-norm BertModel; the trained token maps and HTA drivers use it too)
+#   "encoder-internals": a bare BERT or MPNet encoder (``LINEARISED_ENCODERS``): the layer-by-layer rebuild
+#                      (finish_layer), patching, and the drivers of the token maps, HTA and context mixing
+#   "fine-tuning":    a family ``fine_tune`` trains a classifier on (``FINE_TUNE_FAMILIES``)
 #   "heads":          only per-head tensors A, V, H, T (any supported family)
 #   "bidirectional":  full (non-causal) attention, as in the paper's encoder
 #   "causal":         causal attention (a decoder)
 CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {
-    "01_anatomy_of_a_head": ("bert-internals",),
+    "01_anatomy_of_a_head": ("encoder-internals",),
     "02_rank_argument": ("heads",),
     "03_simplex_null_spaces": ("heads", "bidirectional"),
     "04_effective_attention": ("heads", "bidirectional"),
-    "05_token_identifiability": ("bert-internals",),
-    "06_hidden_token_attribution": ("bert-internals",),
-    "07_context_mixing": ("bert-internals",),
-    "08_fine_tuning": ("bert-internals",),
+    "05_token_identifiability": ("encoder-internals",),
+    "06_hidden_token_attribution": ("encoder-internals",),
+    "07_context_mixing": ("encoder-internals",),
+    "08_fine_tuning": ("encoder-internals", "fine-tuning"),
     "09_decoder_llm": ("heads", "causal"),
 }
+NEEDS = ("encoder-internals", "fine-tuning", "heads", "bidirectional", "causal")
 
 
 def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[str], show: bool = True) -> bool:
@@ -51,7 +56,7 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
     Args:
         model: the loaded model.
         needs: a chapter name from ``CHAPTER_NEEDS`` (e.g. ``"04_effective_attention"``), or the
-            needs themselves: any of ``"heads"``, ``"bert-internals"``, ``"bidirectional"``, ``"causal"``.
+            needs themselves: any of ``NEEDS``.
         show: print the note (in a notebook it appears at the top of the chapter).
 
     Returns:
@@ -62,12 +67,9 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
             needs = CHAPTER_NEEDS[needs]
         else:
             needs = (needs,)
-    known = {"heads", "bert-internals", "bidirectional", "causal"}
-    unknown = [need for need in needs if need not in known]
+    unknown = [need for need in needs if need not in NEEDS]
     if unknown:
-        raise ValueError(
-            f"Unknown needs {unknown}; use chapter names {sorted(CHAPTER_NEEDS)} or needs {sorted(known)}."
-        )
+        raise ValueError(f"Unknown needs {unknown}; use chapter names {sorted(CHAPTER_NEEDS)} or needs {list(NEEDS)}.")
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     try:
         family = family_of(model)
@@ -75,8 +77,12 @@ def chapter_applies(model: PreTrainedModel, needs: str | tuple[str, ...] | list[
         missing = [f"its family is not supported ({err})"]
     else:
         missing = []
-        if "bert-internals" in needs and not (family.name == "bert" and hasattr(model, "encoder")):
-            missing.append("the BERT-specific internals (a bare BertModel: finish_layer, patching, token maps)")
+        if "encoder-internals" in needs and not (family.name in LINEARISED_ENCODERS and hasattr(model, "encoder")):
+            missing.append(
+                "the internals of a bare BERT or MPNet encoder (finish_layer, patching, the token maps' and HTA drivers)"
+            )
+        if "fine-tuning" in needs and family.name not in FINE_TUNE_FAMILIES:
+            missing.append(f"a family fine_tune trains ({', '.join(FINE_TUNE_FAMILIES)})")
         if "bidirectional" in needs and family.causal:
             missing.append("bidirectional attention (this model is causal: see the decoder chapter)")
         if "causal" in needs and not family.causal:

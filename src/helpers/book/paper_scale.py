@@ -12,8 +12,8 @@ stamps each with its measured time and a fingerprint of its code and of the help
 The edition runs in report mode (``BOOK_CLAIMS=report``): a check written for the bundled model that
 fails on MPNet is marked in its scoreboard, and the report lists it, rather than stopping the page.
 
-The chapters that need the BERT fast path (1, 5-8) do not yet take MPNet (``CHAPTER_NEEDS``); they are
-listed by :func:`refused_chapters` with the reason, and the report says so.
+A chapter whose needs (``CHAPTER_NEEDS``) MPNet does not meet (chapter 8: ``fine_tune`` trains BERT only)
+is listed by :func:`refused_chapters` with the reason, and the report says so.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from ..drivers.finetuning import FINE_TUNE_FAMILIES
 from ..model.mpnet_weights import MPNET_MODEL
 from .chapters import CHAPTER_NEEDS
 from .remember import HEADING as REMEMBER_HEADING
@@ -53,8 +54,10 @@ MODEL_LINE = (
     "# a check that fails on this model is marked in the scoreboard, not fatal: the edition measures the model\n"
     'os.environ["BOOK_CLAIMS"] = "report"'
 )
-# what MPNet offers of the chapters' needs: per-head tensors, bidirectional attention; not the BERT fast path
-MPNET_OFFERS = frozenset({"heads", "bidirectional"})
+# what MPNet offers of the chapters' needs (helpers.book.chapters.NEEDS)
+MPNET_OFFERS = frozenset(
+    {"heads", "bidirectional", "encoder-internals"} | ({"fine-tuning"} if "mpnet" in FINE_TUNE_FAMILIES else set())
+)
 TIME_LINE = re.compile(r"^\*\*Time:\*\*.*?(?=\n\n|\Z)", re.S | re.M)
 # the chapter's pointer to its edition, which the edition leaves out
 POINTER = re.compile(r"^\*\*Paper scale:\*\*.*?(?:\n\n|\Z)", re.S | re.M)
@@ -71,9 +74,12 @@ def edition_chapters() -> list[str]:
 
 def refused_chapters() -> dict[str, str]:
     """The encoder chapters the edition cannot run yet, each with the reason."""
+    reasons = {
+        "fine-tuning": f"fine_tune trains {', '.join(FINE_TUNE_FAMILIES)} only",
+        "encoder-internals": "it needs a bare BERT or MPNet encoder",
+    }
     return {
-        c: "needs the BERT fast path (finish_layer, patching, the token maps' and HTA drivers' BertModel route), "
-        "which MPNet does not have yet"
+        c: "; ".join(reasons.get(need, need) for need in needs if need not in MPNET_OFFERS)
         for c, needs in CHAPTER_NEEDS.items()
         if "causal" not in needs and not set(needs) <= MPNET_OFFERS
     }
@@ -120,7 +126,8 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
     :func:`stamp` fills in after the run. Outputs are dropped (``make paper-scale`` executes it).
     """
     if chapter not in edition_chapters():
-        raise ValueError(f"{chapter} is not in the paper-scale edition: {refused_chapters().get(chapter, 'unknown')}")
+        why = refused_chapters().get(chapter, "the edition runs the encoder chapters")
+        raise ValueError(f"{chapter} is not in the paper-scale edition: {why}")
     notebook = copy.deepcopy(chapter_notebook)
     # a live explorer draws the bundled model's precomputed numbers (book/explorers/): not this edition's model
     notebook["cells"] = [
@@ -223,12 +230,12 @@ def measured_minutes(notebook: dict) -> float:
 
 def stamp(notebook: dict) -> dict:
     """An executed edition with its measured time in the title cell and its fingerprint in its metadata."""
-    minutes = measured_minutes(notebook)
+    minutes = max(1, round(measured_minutes(notebook)))
     title_cell = next(c for c in notebook["cells"] if c["cell_type"] == "markdown")
     text = "".join(title_cell["source"])
     line = (
-        f"**Time:** about {max(1, round(minutes))} minutes on 2 CPU cores for this edition (the committed run, "
-        "from its cells' timestamps)."
+        f"**Time:** about {minutes} minute{'s' if minutes > 1 else ''} on 2 CPU cores for this edition (the "
+        "committed run, from its cells' timestamps)."
     )
     text, count = TIME_LINE.subn(line, text, count=1)
     if count != 1:

@@ -56,7 +56,7 @@ SUPPORT: dict[str, tuple[str, str]] = {
         "encoder",
         "every post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet); refuses a decoder, saying why",
     ),
-    "fine_tune": ("encoder", "BERT only (a classifier on [CLS])"),
+    "fine_tune": ("encoder", "BERT and MPNet (a classifier on the start token)"),
     "sink_sweep": ("decoder", "refuses a bidirectional model"),
 }
 
@@ -101,7 +101,10 @@ def family_support() -> dict[str, Callable[[str], str | None]]:
         "collect_hidden_tokens": _every_family,
         "probe_layers": _every_family,
         "patch_attention": _listed(PATCHABLE_FAMILIES, "it replaces an attention function only these run"),
-        "fine_tune": _listed(FINE_TUNE_FAMILIES, "it trains a classifier on [CLS] with BERT's pair encoding"),
+        "fine_tune": _listed(
+            FINE_TUNE_FAMILIES,
+            "it trains a classifier on the start token of the encoders whose layers the book follows",
+        ),
         "effective_attention_sweep": _kind(
             False, "it splits each head with one null space per sequence; a causal row has its own"
         ),

@@ -188,8 +188,8 @@ def cls_table_by_example(results: Sequence[Attribution], window: int = 3) -> Cls
     segment_rows, around_rows = [], []
     for example, attribution in enumerate(results):
         labels, shares = cls_segments(attribution)
-        sep, last = pair_positions(attribution)
-        sizes = [1, sep - 1, 1, last - sep - 1, 1]
+        sep, last, second = pair_positions(attribution)
+        sizes = [1, sep - 1, second - sep, last - second, 1]
         offsets, around = cls_around_separator(attribution, window)
         for k, layer in enumerate(attribution.layer_numbers):
             for g, label in enumerate(labels):
@@ -377,23 +377,23 @@ def cls_sources_by_example(results: Sequence[Attribution]) -> pd.DataFrame:
 
     Columns ``example, layer`` and the mean c_{[CLS], j} over the input tokens j of:
     ``neighbours`` (the two tokens right before and after the first [SEP]),
-    ``separators`` (the two [SEP]), ``sentence_1``, ``sentence_2`` and
+    ``separators`` (every separator: two in BERT, three in MPNet), ``sentence_1``, ``sentence_2`` and
     ``sentences`` (every token of the two sentences, neighbours included).
     """
     if not results:
         raise ValueError("No results to tabulate.")
     rows = []
     for example, attribution in enumerate(results):
-        sep, last = pair_positions(attribution)
-        if last - sep < 2:
+        sep, last, second = pair_positions(attribution)
+        if last - second < 1:
             raise ValueError(f"Result {example}: the second segment is empty.")
         row = attribution.contributions[:, 0, :].double()  # (L', n)
         parts = {
-            "neighbours": row[:, [sep - 1, sep + 1]],
-            "separators": row[:, [sep, last]],
+            "neighbours": row[:, [sep - 1, second]],
+            "separators": row[:, [*range(sep, second), last]],
             "sentence_1": row[:, 1:sep],
-            "sentence_2": row[:, sep + 1 : last],
-            "sentences": torch.cat([row[:, 1:sep], row[:, sep + 1 : last]], dim=-1),
+            "sentence_2": row[:, second:last],
+            "sentences": torch.cat([row[:, 1:sep], row[:, second:last]], dim=-1),
         }
         means = {name: part.mean(-1).cpu().numpy() for name, part in parts.items()}
         for k, layer in enumerate(attribution.layer_numbers):

@@ -36,15 +36,15 @@ from ..methods.linalg import DEFAULT_RTOL
 from ..methods.probes import nearest_in_sequence
 from ..methods.tokens import attention_to
 from ..model.capture import capture
-from ..model.checks import SUPPORTED_MODEL_TYPES, check_autograd, check_supported
+from ..model.checks import LINEARISED_ENCODERS, check_autograd, check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
 from ..model.progress import progress_bar, step_bar
 from ..model.text import encode, text_pair_of
 from .identifiability import collect_hidden_tokens
 
-# the families fine_tune trains a classifier on
-FINE_TUNE_FAMILIES = SUPPORTED_MODEL_TYPES
+# the families fine_tune trains a classifier on: BERT and MPNet (its first token, <s>, in place of [CLS])
+FINE_TUNE_FAMILIES = LINEARISED_ENCODERS
 
 __all__ = [
     "PairClassifier",
@@ -182,7 +182,8 @@ def fine_tune(
     """Fine-tune a copy of ``model`` with a classification head on [CLS] over ``train`` pairs.
 
     Args:
-        model: a BERT encoder (``load_model``); it is copied, never changed.
+        model: a BERT or MPNet encoder (``load_model``); it is copied, never changed. The head reads the
+            first token's last hidden state: [CLS] in BERT, ``<s>`` in MPNet.
         tokenizer: its tokenizer.
         train: Example records with text_a, text_b and an integer label (at least two labels).
         epochs, batch_size: passes over ``train`` and pairs per step; each epoch shuffles the
@@ -201,7 +202,9 @@ def fine_tune(
         ``validation``, the per-epoch validation table and the epoch kept.
     """
     check_autograd("fine_tune")
-    check_supported(model, FINE_TUNE_FAMILIES, method="fine_tune (a classifier on a BERT encoder's [CLS])")
+    check_supported(
+        model, FINE_TUNE_FAMILIES, method="fine_tune (a classifier on the start token of a BERT or MPNet encoder)"
+    )
     train = _check_examples(train, "train")
     check_count(epochs, "epochs")
     check_count(batch_size, "batch_size")

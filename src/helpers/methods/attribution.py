@@ -331,10 +331,13 @@ class Labelled(NamedTuple):
 
 
 class SeparatorPositions(NamedTuple):
-    """Where the two [SEP] tokens of a sentence pair sit."""
+    """Where the separators of a sentence pair sit: ``first`` the first separator after sentence 1,
+    ``second`` where sentence 2 starts (``first + 1`` in BERT's ``[CLS] A [SEP] B [SEP]``, ``first + 2``
+    in MPNet's and RoBERTa's ``<s> A </s></s> B </s>``), ``last`` the final separator."""
 
     first: int
     last: int
+    second: int
 
 
 def distance_masks(
@@ -375,15 +378,26 @@ def distance_groups(attribution: Attribution, bins: Sequence[tuple[int, int | No
 
 
 def pair_positions(attribution: Attribution) -> SeparatorPositions:
-    """(position of the first [SEP], position of the last [SEP]) of a sentence pair."""
+    """The separators of a sentence pair (``SeparatorPositions``): from the token types where the model has them
+    (BERT), else from the ids, the final token being the separator (MPNet: ``<s> A </s></s> B </s>``)."""
     types = attribution.token_type_ids
-    second = torch.nonzero(types == 1).flatten()
-    if len(second) == 0:
-        raise ValueError("This is not a sentence pair (no token_type_ids == 1); encode text and text_pair.")
-    first_sep = int(second[0]) - 1
-    if first_sep < 2:
+    if bool((types == 1).any()):
+        second = int(torch.nonzero(types == 1).flatten()[0])
+        first = second - 1
+    else:
+        ids = attribution.input_ids
+        separators = torch.nonzero(ids == ids[-1]).flatten().tolist()
+        if len(separators) < 2:
+            raise ValueError(
+                "This is not a sentence pair (no second segment in the token types, and one separator only); "
+                "encode text and text_pair."
+            )
+        first = second = separators[0]
+        while second < attribution.n - 1 and int(ids[second]) == int(ids[-1]):
+            second += 1
+    if first < 2:
         raise ValueError("The first segment is empty.")
-    return SeparatorPositions(first_sep, attribution.n - 1)
+    return SeparatorPositions(first, attribution.n - 1, second)
 
 
 CLS_SEGMENTS = ("[CLS]", "sentence 1", "first [SEP]", "sentence 2", "last [SEP]")
@@ -393,11 +407,12 @@ def cls_segments(attribution: Attribution) -> Labelled:
     """What [CLS] (hidden token 0) gathers from each part of a sentence pair.
 
     Returns labels ``CLS_SEGMENTS`` and ``(len(layer_numbers), 5)`` summed contributions
-    (rows sum to 1), in the order [CLS], sentence 1, first [SEP], sentence 2, last [SEP].
+    (rows sum to 1), in the order [CLS], sentence 1, first [SEP], sentence 2, last [SEP]
+    (MPNet: ``<s>``, sentence 1, ``</s></s>``, sentence 2, ``</s>``).
     """
-    sep, last = pair_positions(attribution)
+    sep, last, second = pair_positions(attribution)
     row = attribution.contributions[:, 0, :]  # (L', n)
-    parts = [row[:, :1], row[:, 1:sep], row[:, sep : sep + 1], row[:, sep + 1 : last], row[:, last:]]
+    parts = [row[:, :1], row[:, 1:sep], row[:, sep:second], row[:, second:last], row[:, last:]]
     return Labelled(list(CLS_SEGMENTS), torch.stack([p.sum(-1) for p in parts], dim=-1))
 
 
@@ -409,7 +424,7 @@ def cls_around_separator(attribution: Attribution, window: int = 3) -> Labelled:
     """
     if window < 0:
         raise ValueError(f"window must be >= 0; got {window}.")
-    sep, _ = pair_positions(attribution)
+    sep = pair_positions(attribution).first
     offsets = list(range(-window, window + 1))
     row = attribution.contributions[:, 0]  # (L', n)
     out = torch.full((len(attribution.layer_numbers), len(offsets)), float("nan"), device=row.device)

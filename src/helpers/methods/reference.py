@@ -56,14 +56,18 @@ def encoder_hidden_states(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Every layer's output for raw embeddings ``x: (n, d)``, differentiably: (L, n, d).
 
     Runs the embedding LayerNorm and each encoder layer of ``model`` (no
-    attention mask: one unpadded sequence). The model must be in eval mode.
+    attention mask: one unpadded sequence), a BERT or an MPNet encoder (its layers
+    get the relative-position bias its encoder computes). The model must be in eval mode.
     """
     if model.training:
         raise ValueError("The model is in training mode (dropout on); call model.eval() first.")
     hidden = model.embeddings.LayerNorm(x)[None]
+    extra = {}
+    if getattr(model.config, "model_type", None) == "mpnet":
+        extra["position_bias"] = model.encoder.compute_position_bias(hidden)
     states = []
     for layer in model.encoder.layer:
-        hidden = layer(hidden)
+        hidden = layer(hidden, **extra)
         hidden = hidden[0] if isinstance(hidden, tuple) else hidden
         states.append(hidden[0])
     return torch.stack(states)
@@ -232,13 +236,14 @@ def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, laye
 
     Returns a ``NormVectors``; LN1's input and output are read by hooks on the model's own LayerNorm.
     """
+    from ..model.post_norm import post_norm_layers
+
     index = layer_index(layer, model.config.num_hidden_layers)
     block = model.encoder.layer[index]
+    parts = post_norm_layers(model, "norm_vectors_reference")[index]  # where W^V, W^O and LN1 live (BERT, MPNet)
     seen = {}
     handles = [
-        block.attention.output.LayerNorm.register_forward_hook(
-            lambda m, i, o: seen.update(ln1_in=i[0][0], ln1_out=o[0])
-        ),
+        parts.norm_1.register_forward_hook(lambda m, i, o: seen.update(ln1_in=i[0][0], ln1_out=o[0])),
         block.register_forward_hook(lambda m, i, o: seen.update(E=i[0][0])),
     ]
     try:
@@ -251,8 +256,8 @@ def norm_vectors_reference(model: PreTrainedModel, encoding: BatchEncoding, laye
     h, n, _ = A.shape
     d = E.shape[1]
     d_v = d // h
-    W_V, b_V = block.attention.self.value.weight, block.attention.self.value.bias  # (d, d): y = x W^T + b
-    W_O = block.attention.output.dense.weight  # (d, d)
+    W_V, b_V = parts.value.weight, parts.value.bias  # (d, d): y = x W^T + b
+    W_O = parts.output.weight  # (d, d)
     attention = torch.zeros(n, n, d, dtype=E.dtype, device=E.device)
     for i in range(n):
         for j in range(n):

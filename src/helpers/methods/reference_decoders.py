@@ -96,7 +96,7 @@ def decoder_value_zeroing_reference(model: PreTrainedModel, encoding: BatchEncod
     base = model.base_model
     original = _block_outputs(model, lambda: base(**encoding))[index]
     n = original.shape[0]
-    scores = torch.zeros(n, n, dtype=original.dtype)
+    scores = torch.zeros(n, n, dtype=original.dtype, device=original.device)
     for j in range(n):
 
         def zero_row(module, inputs, output, j=j):
