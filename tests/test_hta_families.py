@@ -18,6 +18,7 @@ from helpers.model.post_norm import POST_NORM_ENCODERS, embedding_parts, input_w
 
 from .test_capture_mpnet import make_tiny_mpnet
 from .test_families import encoding, make_tiny
+from .test_mixing_families import randomised
 
 N = 9
 # random ids carry no [CLS] ... [SEP]: the capture's warning about it is expected here
@@ -65,7 +66,7 @@ def test_albert_repeats_its_shared_layer():
 
 @pytest.mark.parametrize("family", DECODER_FAMILIES)
 def test_exact_hta_on_a_decoder_equals_the_float64_jacobian_of_its_own_forward(family):
-    model = make_tiny(family)
+    model = randomised(make_tiny(family))  # random norm weights and biases too
     inputs = encoding(N)
     attribution = helpers.hidden_token_attribution(model, inputs, progress=False)
     double = copy.deepcopy(model).double()

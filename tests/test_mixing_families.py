@@ -1,7 +1,8 @@
 """Context mixing on every family the capture takes (helpers.methods.mixing_families): every measure runs on
 the post-norm encoders and on the pre-norm decoders (GPT-2, Llama, Qwen2), the layer decomposition adds up to
-the model's own layer output, and on the decoders each measure equals a brute-force reference through the
-model's own modules (helpers.methods.reference_decoders); leave-one-out refuses a decoder, saying why."""
+the model's own layer output, and on the decoders gradient x input, layer-local HTA and value zeroing equal
+brute-force references through the model's own modules (helpers.methods.reference_decoders), on models whose
+norm weights and biases are random too; leave-one-out refuses a decoder, saying why."""
 
 from __future__ import annotations
 
@@ -59,9 +60,20 @@ def test_the_layer_decomposition_adds_up_to_the_models_own_layer_output(encoders
         torch.testing.assert_close(parts.ln1.sum(1) + parts.ln1_rest, parts.y, rtol=1e-4, atol=1e-4)
 
 
+def randomised(model):
+    """``model`` with every 1-D parameter (norm weights and biases, projection biases) drawn at random: the tiny
+    models start with gamma 1, beta 0 and zero biases, which would hide a misplaced gamma or a dropped bias."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 1:
+                parameter.copy_(1 + 0.3 * torch.randn(parameter.shape, generator=generator))
+    return model
+
+
 @pytest.fixture(scope="module")
 def decoders():
-    return {family: make_tiny(family) for family in DECODER_FAMILIES}
+    return {family: randomised(make_tiny(family)) for family in DECODER_FAMILIES}
 
 
 @pytest.mark.parametrize("family", DECODER_FAMILIES)
@@ -118,6 +130,20 @@ def test_decoder_measures_equal_brute_force_references_through_the_models_own_mo
         brute = reference_decoders.decoder_value_zeroing_reference(double, inputs, layer)
         ours = mixing.value_zeroing_scores(double, helpers.capture(double, inputs), layer)
         torch.testing.assert_close(ours, brute, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_effective_attention_on_a_decoder_is_split_row_by_row(decoders, family):
+    model, inputs = decoders[family], encoding(N)
+    effective = helpers.context_mixing(model, inputs, "globenc", effective=True)
+    assert effective.scores.triu(1).abs().max() == 0  # no row reads a later token
+    raw = helpers.context_mixing(model, inputs, "globenc")
+    assert not torch.allclose(effective.scores, raw.scores)  # the split moved something
+    internals = helpers.capture(model, inputs)
+    parts = decompose_layer(model, internals, 1, effective=True)
+    torch.testing.assert_close(parts.output, internals.hidden_states[1], rtol=1e-4, atol=1e-4)  # A_eff T = A T
+    with pytest.raises(ValueError, match="null_doubled.*causal row has its own"):
+        helpers.context_mixing(model, inputs, "globenc", effective="null_doubled")
 
 
 def test_leave_one_out_refuses_a_decoder_saying_why(decoders):

@@ -12,8 +12,8 @@ stamps each with its measured time and a fingerprint of its code and of the help
 The edition runs in report mode (``BOOK_CLAIMS=report``): a check written for the bundled model that
 fails on MPNet is marked in its scoreboard, and the report lists it, rather than stopping the page.
 
-A chapter whose needs (``CHAPTER_NEEDS``) MPNet does not meet (chapter 8: ``fine_tune`` trains BERT only)
-is listed by :func:`refused_chapters` with the reason, and the report says so.
+Every encoder chapter (1-8) is in the edition; a chapter whose needs (``CHAPTER_NEEDS``) MPNet did not
+meet would be listed by :func:`refused_chapters` with the reason, and the report would say so.
 """
 
 from __future__ import annotations

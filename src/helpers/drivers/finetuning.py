@@ -40,7 +40,7 @@ from ..model.checks import LINEARISED_ENCODERS, check_autograd, check_supported
 from ..model.corpus import Split, check_records
 from ..model.numbering import check_count, check_integer, layer_number
 from ..model.progress import progress_bar, step_bar
-from ..model.text import encode, text_pair_of
+from ..model.text import encode, text_pair_of, token_limit
 from .identifiability import collect_hidden_tokens
 
 # the families fine_tune trains a classifier on: BERT and MPNet (its first token, <s>, in place of [CLS])
@@ -221,7 +221,7 @@ def fine_tune(
         raise ValueError(f"train holds only the label(s) {labels}: a classifier needs at least two.")
     if labels != tuple(range(len(labels))):
         raise ValueError(f"Labels must be 0..k-1; got {labels}.")
-    lengths = _checked_lengths(tokenizer, train, model.config.max_position_embeddings)
+    lengths = _checked_lengths(tokenizer, train, token_limit(model.config))
 
     device = next(model.parameters()).device
     torch.manual_seed(seed)  # the head's initial weights and dropout

@@ -1,7 +1,7 @@
 """Frobenius norms of the Jacobian blocks d h^l_i / d x_j of a pre-norm decoder (Llama, Qwen2, GPT-2), in forward mode.
 
 The decoder counterpart of ``helpers.methods.jacobians`` (read that module first):
-x_j is token j's embedding, h^l_i block l's output at position i (before the
+x_j is the first block's input at token j (its embedding; GPT-2: plus its position vector), h^l_i block l's output at position i (before the
 final norm). Tangents are row vectors, ``dy = dx @ J``, pushed in batched chunks
 through the linearisation of ``helpers.methods.linearised_decoder``.
 
@@ -10,9 +10,9 @@ position before j, so a chunk whose earliest token is s carries rows s..n-1
 only (about half the work of a full push over a whole sentence) and the
 blocks above the diagonal are zero by construction, not by cancellation.
 What stays: the per-token Jacobian M_i of the position-wise half of a block
-(RMSNorm -> SwiGLU -> residual) is formed once when enough tangents pass
+(norm -> FFN -> residual) is formed once when enough tangents pass
 through it, so that each tangent costs one d x d product per row there
-instead of three d x f ones.
+instead of three d x f ones (two for GPT-2's ungated FFN).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class TangentFactors(NamedTuple):
     """Per-block constants of the tangent pass, for rows start..n-1 (``tangent_factors``)."""
 
     W_qkv: torch.Tensor  # (d, (h + 2 h_kv) d_v)  diag(gamma_1) W^QKV
-    W_gate_up: torch.Tensor  # (d, 2 f)  diag(gamma_2) [W^gate W^up]
+    W_gate_up: torch.Tensor  # (d, 2 f)  diag(gamma_2) [W^gate W^up]; (d, f) diag(gamma_2) W^fc for GPT-2
     cos_q: torch.Tensor  # (r, 1, 1, d_v)  cos / rms_1 times the score scaling
     sin_q: torch.Tensor  # (r, 1, 1, d_v)  sin / rms_1 times the scaling, first half negated
     cos_k: torch.Tensor  # (r, 1, 1, d_v)
@@ -211,16 +211,18 @@ def prepare_decoder_ffn_jacobians(
 ) -> int:
     """Form (or drop) the per-token FFN Jacobians M_i of each block; returns how many blocks use them.
 
-    Forming them costs 2 n (2f) d^2 multiply-adds per block; each tangent row then saves
-    3 f d - d^2. With ``tangents`` pushed over about n / 2 rows each they pay off when
-    tangents (3 f d - d^2) n / 2 > 4 n f d^2. ``explicit`` forces (True) or forbids (False)
-    them; they are kept for as many blocks as fit in half of ``memory_mb``.
+    Forming them costs n w d^2 multiply-adds per block (w = 2f for a gated FFN, f for GPT-2's);
+    each tangent row then saves m f d - d^2 (m = 3 maps, or 2). With ``tangents`` pushed over
+    about n / 2 rows each they pay off when tangents (m f d - d^2) n / 2 > n w d^2. ``explicit``
+    forces (True) or forbids (False) them; they are kept for as many blocks as fit in half of ``memory_mb``.
     """
     n, d = lin.n, lin.d
     depth = lin.depth if depth is None else depth
-    f = lin.blocks[0].f
+    block = lin.blocks[0]
+    f, w = block.f, block.W_gate_up.shape[1]
+    maps = 3 if block.gate_value is not None else 2
     if explicit is None:
-        explicit = tangents * (3 * f * d - d * d) / 2 > 4 * f * d * d
+        explicit = tangents * (maps * f * d - d * d) / 2 > w * d * d
     budget_floats = memory_mb / 2 * 2**20 / lin.hidden_states.element_size()
     used = 0
     for index, block in enumerate(lin.blocks):
@@ -307,4 +309,5 @@ def decoder_local_norms(
     for index, block in enumerate(lin.blocks):
         one = LinearisedDecoder([block], lin.hidden_states[index : index + 2], lin.family)
         norms.append(decoder_block_norms(one, samples, seed=seed, chunk_size=chunk_size, progress=False)[0])
+        block.M = block.factors = block.factors_start = None  # one block's FFN Jacobians in memory at a time
     return torch.stack(norms)

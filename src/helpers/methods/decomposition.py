@@ -29,6 +29,7 @@ from ..model.internals import Internals
 from ..model.numbering import layer_index
 from ..model.post_norm import post_norm_layers
 from ..model.pre_norm import PRE_NORM_DECODERS, pre_norm_layers
+from .causal import causal_effective_attention
 from .effective import effective_attention
 from .linalg import cosine_distance
 
@@ -145,10 +146,21 @@ def decompose_layer(
 
 
 def _attention_pieces(internals: Internals, index: int, effective: bool | str, layer: int):
-    """sum_h A^h_ij T^h_j and z_ij = that + [i = j] E_i, each (n, n, d), A rewritten if asked."""
+    """sum_h A^h_ij T^h_j and z_ij = that + [i = j] E_i, each (n, n, d), A rewritten if asked.
+
+    A causal model's effective attention is split row by row, each row on the prefix it sees
+    (``causal_effective_attention``); the two control rewrites are not defined row by row and refuse it.
+    """
     E, A = internals.E[index], internals.A[index]
-    if effective:
-        how = "effective" if effective is True else effective
+    how = "effective" if effective is True else effective
+    if effective and internals.causal:
+        if how != "effective":
+            raise ValueError(
+                f"effective={how!r} rewrites A with one null space for the whole sequence; a causal row has its "
+                "own (its prefix). On a decoder pass effective=True, which splits row by row."
+            )
+        A = causal_effective_attention(A, V=internals.V[index], H=internals.H[index]).effective
+    elif effective:
         A = rewrite_attention(A, internals.V[index], internals.H[index], how, seed=layer)
     attention = torch.einsum("hij,hjd->ijd", A, internals.T[index])
     z = attention.clone()

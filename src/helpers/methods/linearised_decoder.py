@@ -99,8 +99,8 @@ class LinearisedDecoderBlock:
 
 @dataclass
 class LinearisedDecoder:
-    """A decoder linearised around one input. ``hidden_states: (L + 1, n, d)`` are the token
-    embeddings, then each block's output (before the final norm)."""
+    """A decoder linearised around one input. ``hidden_states: (L + 1, n, d)`` are the first block's input
+    (the token embeddings; GPT-2: plus the position vectors), then each block's output (before the final norm)."""
 
     blocks: list[LinearisedDecoderBlock]
     hidden_states: torch.Tensor  # (L + 1, n, d)
