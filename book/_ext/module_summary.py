@@ -122,38 +122,44 @@ class SupportTable(Directive):
 
 
 class FamilyTable(Directive):
-    """``.. family-table::``: ``helpers.book.support.family_matrix()``, a row per method, a column per family."""
+    """``.. family-table::``: ``helpers.book.support.family_matrix()``, a row per method, a column per family
+    (the encoders first, then the decoders), each method named by the path it is imported from."""
 
     def run(self):
         from docutils import nodes
 
+        import helpers
         from helpers.book.support import family_matrix
+        from helpers.model.families import FAMILIES
 
         matrix = family_matrix()
-        families = list(next(iter(matrix.values())))
+        families = sorted(
+            next(iter(matrix.values())), key=lambda f: FAMILIES[f].causal
+        )  # stable: encoders first
         lines = [
             ".. list-table::",
             "   :header-rows: 1",
-            f"   :widths: 22 {' '.join(['5'] * len(families))} 33",
+            f"   :widths: 24 {' '.join(['5'] * len(families))} 31",
             "   :class: module-summary family-table",
             "",
             "   * - method",
-            *[f"     - {family}" for family in families],
+            *[
+                f"     - {family}{' (decoder)' if FAMILIES[family].causal else ''}"
+                for family in families
+            ],
             "     - where it refuses, why",
         ]
         for method, row in matrix.items():
             reasons = sorted(
                 {why for why in row.values() if why is not None}
             )
+            lines.append(f"   * - ``{_import_path(helpers, method)}``")
             lines += [
-                f"   * - ``{method}``",
-                *[
-                    f"     - {'✓' if why is None else DASH}"
-                    for why in row.values()
-                ],
+                f"     - {'✓' if row[family] is None else DASH}"
+                for family in families
             ]
             lines.append(
-                f"     - {'; '.join(reasons) if reasons else DASH}"
+                f"     - {'; '.join(reasons) if reasons else 'takes every family'}"
             )
         holder = nodes.section()
         holder.document = self.state.document
@@ -161,6 +167,22 @@ class FamilyTable(Directive):
             StringList(lines, source="helpers.book.support"), 0, holder
         )
         return holder.children
+
+
+def _import_path(helpers, method: str) -> str:
+    """How a reader calls a row's method: ``helpers.name``, or the module it lives in where the package
+    does not export it; a context-mixing row as the call with its measure."""
+    if method.startswith("context_mixing: "):
+        return (
+            f'helpers.context_mixing(..., "{method.split(": ", 1)[1]}")'
+        )
+    if method in getattr(helpers, "__all__", ()):
+        return f"helpers.{method}"
+    from helpers.methods import mixing
+
+    if hasattr(mixing, method):
+        return f"helpers.methods.mixing.{method}"
+    raise ValueError(f"family-table: no import path for {method!r}")
 
 
 def setup(app):
