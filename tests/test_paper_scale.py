@@ -105,3 +105,10 @@ def test_every_edition_page_is_in_the_books_contents():
     toc = (BOOK.parent / "_toc.yml").read_text()
     for chapter in paper_scale.edition_chapters():
         assert f"- file: book/{paper_scale.EDITION_FOLDER}/{chapter}\n" in toc, chapter
+
+
+def test_every_chapter_in_the_edition_points_at_its_page():
+    for chapter in paper_scale.edition_chapters():
+        notebook = json.loads((BOOK / f"{chapter}.ipynb").read_text())
+        title = next("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+        assert "**Paper scale:**" in title and f"{{doc}}`paper_scale/{chapter}`" in title, chapter
