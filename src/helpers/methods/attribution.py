@@ -34,6 +34,7 @@ from ..model.numbering import check_count, check_integer, check_seed, layer_inde
 from ..model.post_norm import POST_NORM_ENCODERS, input_width
 from ..model.text import check_encoding
 from . import decoder_jacobians, jacobians, linearised, linearised_decoder
+from .estimate_agreement import EstimateAgreement, compare_attributions  # noqa: F401 (callers read them here)
 
 __all__ = [
     "ESTIMATORS",
@@ -50,8 +51,6 @@ __all__ = [
     "distance_groups",
     "cls_segments",
     "cls_around_separator",
-    "compare_attributions",
-    "EstimateAgreement",
 ]
 
 ESTIMATORS = ("exact", "estimate")
@@ -432,29 +431,6 @@ def cls_around_separator(attribution: Attribution, window: int = 3) -> Labelled:
         if 0 <= sep + offset < attribution.n:
             out[:, column] = row[:, sep + offset]
     return Labelled(offsets, out)
-
-
-class EstimateAgreement(NamedTuple):
-    """How close an estimated attribution is to the exact one (``compare_attributions``)."""
-
-    median_relative_error: float  # median of |c_est - c| / c over every (layer, i, j)
-    p95_relative_error: float  # its 95th percentile
-    max_abs_error: float  # max |c_est - c|
-    top_agreement: float  # share of (layer, hidden token) with the same largest contributor
-
-
-def compare_attributions(estimate: Attribution, exact: Attribution) -> EstimateAgreement:
-    """How close an estimate is to the exact contributions of the same sequence."""
-    if estimate.contributions.shape != exact.contributions.shape or estimate.layer_numbers != exact.layer_numbers:
-        raise ValueError("The two attributions cover different sequences or layers.")
-    c_est, c = estimate.contributions.double(), exact.contributions.double()
-    relative = ((c_est - c).abs() / c.clamp_min(1e-12)).flatten()
-    return EstimateAgreement(
-        median_relative_error=float(relative.median()),
-        p95_relative_error=float(torch.quantile(relative, 0.95)),
-        max_abs_error=float((c_est - c).abs().max()),
-        top_agreement=float((c_est.argmax(-1) == c.argmax(-1)).double().mean()),
-    )
 
 
 # ---------------------------------------------------------------- corpus-level tables
