@@ -504,7 +504,9 @@ def test_plan_pairs_scales_with_the_model(tokenizer):
     lengths = [len(tokenizer(p.text_a)["input_ids"]) for p in plan.pairs]
     assert lengths and all(8 < n <= 12 for n in lengths) and plan.validation == plan.pairs[:2]
     assert plan.local_pairs == 3
-    costly = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8, scale=8, exact_scale=4)
+    costly = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8, scale=8, exact_scale=4, minimum=2)
+    assert len(costly.pairs) == 4  # round(30 / 8)
+    assert len(helpers.drivers.mixing.plan_pairs(tokenizer, pairs * 3, d_v=8, scale=8).pairs) == 10  # the floor
     assert costly.local_pairs == 1 and len(costly.validation) == 2 and "longest" in costly.rule
     assert [len(tokenizer(p.text_a)["input_ids"]) for p in costly.validation] == [4, 3]  # n <= 9 / 4 ** 0.5
     dearer = helpers.drivers.mixing.plan_pairs(tokenizer, pairs, d_v=8, exact_scale=100)

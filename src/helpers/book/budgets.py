@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from transformers import PreTrainedModel
 
-from ..drivers.mixing import PairPlan, plan_pairs
+from ..drivers.pair_plan import PairPlan, plan_pairs
 from ..model.numbering import check_count
 from ..model.text import leading_words
 from .chapters import layers_and_width, work_scale
@@ -189,8 +189,9 @@ def attribution_sample(model: PreTrainedModel, tokenizer, pairs: Sequence, seed:
 
 def mixing_plan(model: PreTrainedModel, tokenizer, pairs: Sequence, d_v: int) -> PairPlan:
     """Chapter 7's pairs (``helpers.drivers.mixing.plan_pairs``), scaled by the model's cost per token
-    (L d^2) and by exact HTA's (L d^3), both relative to the bundled encoder."""
-    return plan_pairs(tokenizer, pairs, d_v, work_scale(model), work_scale(model, 3))
+    (L d^2) and by exact HTA's (L d^3), both relative to the bundled encoder; at least the
+    ``MIN_SEQUENCES`` pairs a verdict needs."""
+    return plan_pairs(tokenizer, pairs, d_v, work_scale(model), work_scale(model, 3), minimum=MIN_SEQUENCES)
 
 
 def _evenly_spaced(items: Sequence, count: int) -> list:

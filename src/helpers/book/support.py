@@ -7,7 +7,9 @@ refuses with a clear error; none returns a bidirectional answer for a causal hea
 without saying so. The API page shows this table; ``tests/test_support.py`` runs every
 entry on a tiny random BERT and a tiny random Llama and checks it does what it says, and
 ``tests/test_capture_mpnet.py`` runs the encoder entries on a tiny MPNet (all-mpnet-base-v2's
-family): each runs, or, where its note says "BERT only" or "not yet MPNet", refuses it clearly.
+family): each runs, or, where its note limits it to other families, refuses it clearly.
+``family_support`` and ``family_matrix`` give the method x family table, each cell read from the family
+lists and predicates the method itself checks; ``tests/test_family_matrix.py`` runs every cell.
 """
 
 from __future__ import annotations
@@ -85,11 +87,11 @@ def _kind(causal: bool, why: str) -> Callable[[str], str | None]:
 def family_support() -> dict[str, Callable[[str], str | None]]:
     """Each method of the family matrix, with a function of a family's name that says why the method refuses
     that family (None where it takes it); each reads the family lists or predicates the method itself checks."""
-    from ..drivers.finetuning import FINE_TUNE_FAMILIES
+    from ..drivers.finetuning import FINE_TUNE_FAMILIES, FINE_TUNE_LIMIT
     from ..methods.attribution import hta_refusal
     from ..methods.mixing import MEASURES
     from ..methods.mixing_families import mixing_refusal
-    from ..model.patching import PATCHABLE_FAMILIES
+    from ..model.patching import PATCH_LIMIT, PATCHABLE_FAMILIES
 
     return {
         "capture": _every_family,
@@ -100,11 +102,8 @@ def family_support() -> dict[str, Callable[[str], str | None]]:
         "leave_one_out": functools.partial(mixing_refusal, measure="leave_one_out"),
         "collect_hidden_tokens": _every_family,
         "probe_layers": _every_family,
-        "patch_attention": _listed(PATCHABLE_FAMILIES, "it replaces an attention function only these run"),
-        "fine_tune": _listed(
-            FINE_TUNE_FAMILIES,
-            "it trains a classifier on the start token of the encoders whose layers the book follows",
-        ),
+        "patch_attention": _listed(PATCHABLE_FAMILIES, PATCH_LIMIT),
+        "fine_tune": _listed(FINE_TUNE_FAMILIES, FINE_TUNE_LIMIT),
         "effective_attention_sweep": _kind(
             False, "it splits each head with one null space per sequence; a causal row has its own"
         ),

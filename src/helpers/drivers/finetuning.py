@@ -45,6 +45,7 @@ from .identifiability import collect_hidden_tokens
 
 # the families fine_tune trains a classifier on: BERT and MPNet (its first token, <s>, in place of [CLS])
 FINE_TUNE_FAMILIES = LINEARISED_ENCODERS
+FINE_TUNE_LIMIT = "it trains a classifier on the start token of the encoders whose layers the book follows"
 
 __all__ = [
     "PairClassifier",
@@ -202,9 +203,7 @@ def fine_tune(
         ``validation``, the per-epoch validation table and the epoch kept.
     """
     check_autograd("fine_tune")
-    check_supported(
-        model, FINE_TUNE_FAMILIES, method="fine_tune (a classifier on the start token of a BERT or MPNet encoder)"
-    )
+    check_supported(model, FINE_TUNE_FAMILIES, method=f"fine_tune ({FINE_TUNE_LIMIT})")
     train = _check_examples(train, "train")
     check_count(epochs, "epochs")
     check_count(batch_size, "batch_size")

@@ -176,7 +176,7 @@ def hidden_token_attribution(
 
     Raises:
         ValueError: unknown estimator, samples out of range, a sequence longer than the
-            model takes, a padded or batched encoding, token ids the model cannot embed,
+            model takes, a batch without its attention mask, token ids the model cannot embed,
             layers out of range.
         TypeError: layer_numbers, samples or seed not integers (``"12"``, ``2.7``, ``None``).
         UnsupportedModelError: a family neither linearisation follows (``check_hta_family``).

@@ -279,9 +279,9 @@ def context_mixing(
     """Context-mixing scores of one sequence by one measure: ``Mixing.scores`` (L, n, n), rows sum to 1.
 
     Args:
-        model: in eval mode (``load_model``): a post-norm encoder for every measure (BERT, RoBERTa,
-            ELECTRA, DistilBERT, ALBERT, MPNet), a decoder for ``attention`` (Llama, Qwen2 also ``hta``);
-            ``helpers.methods.mixing_families`` says which measure takes which family.
+        model: in eval mode: a post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet) or
+            a pre-norm decoder (GPT-2, Llama, Qwen2); every measure takes both but ``leave_one_out`` (a
+            mean-pooled embedding: encoders only; ``mixing_families.mixing_refusal`` says why).
         encoding: one unpadded sequence (``encode``); or a padded batch with its attention mask, which
             gives a list with one result per sequence, each that of the sequence run alone.
         measure: one of ``MEASURES`` (see the module docstring); or a list of names and (name, options)

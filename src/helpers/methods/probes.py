@@ -114,12 +114,12 @@ class TokenMap:
 def _least_squares(hidden: torch.Tensor, targets: torch.Tensor, ridge: float) -> tuple[torch.Tensor, ...]:
     """Least squares on standardised inputs: (mean, std, solution), all float64.
 
-    z = (hidden - mean) / std (training statistics; a numerically constant feature keeps std 1); ``solution``
-    (d + 1, d_in) = argmin ||z W + b - Y||^2 + ridge N ||W||^2 (Cholesky of z^T z + ridge N I):
-    b is the targets' mean, and the ridge means the same at every input scale.
+    z = (hidden - mean) / std (training statistics; a feature spread under 1e-3 of the widest keeps std 1, since
+    on another hidden state it may vary); ``solution`` (d + 1, d_in) = argmin ||z W + b - Y||^2 + ridge N ||W||^2
+    (Cholesky of z^T z + ridge N I): b is the targets' mean, and the ridge means the same at every input scale.
     """
     std, mean = torch.std_mean(hidden.double(), dim=0, correction=0)
-    std = torch.where(std > 1e-6 * std.max(), std, torch.ones_like(std))  # numerically constant: left as is
+    std = torch.where(std > 1e-3 * std.max(), std, torch.ones_like(std))  # all but constant: left as is
     z = (hidden.double() - mean) / std
     average = targets.double().mean(dim=0, keepdim=True)
     gram = z.T @ z + ridge * z.shape[0] * torch.eye(z.shape[1], dtype=torch.float64, device=z.device)

@@ -32,8 +32,9 @@ from .numbering import head_index, layer_index
 from .progress import progress_bar
 from .text import check_encoding
 
-# the families whose attention function patch_attention replaces
+# the families whose attention function patch_attention replaces, and why only they
 PATCHABLE_FAMILIES = LINEARISED_ENCODERS
+PATCH_LIMIT = "its hooks follow BERT's and MPNet's attention modules"
 
 
 @dataclass
@@ -47,7 +48,7 @@ class AttentionPatch:
 
 
 def _check_patch(model: PreTrainedModel, layer: int, head: int, attention: torch.Tensor) -> None:
-    check_supported(model, PATCHABLE_FAMILIES, method="patch_attention (it replaces BERT's or MPNet's attention)")
+    check_supported(model, PATCHABLE_FAMILIES, method=f"patch_attention ({PATCH_LIMIT})")
     layer_index(layer, model.config.num_hidden_layers)
     head_index(head, model.config.num_attention_heads)
     if not isinstance(attention, torch.Tensor):

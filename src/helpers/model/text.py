@@ -79,13 +79,13 @@ def encode(
     Args:
         tokenizer: the model's tokenizer.
         text: first segment; must contain a non-space character.
-        text_pair: optional second segment (token_type_ids 1).
+        text_pair: optional second segment (token_type_ids 1 where the model has segments).
         model: if given, the encoding is checked against its maximum length
             and moved to its device.
 
     Returns:
-        A ``BatchEncoding`` with ``input_ids``, ``token_type_ids`` and
-        ``attention_mask``, each ``(1, n)``.
+        A ``BatchEncoding`` with ``input_ids`` and ``attention_mask``, each ``(1, n)``, and
+        ``token_type_ids`` where the tokenizer gives them (BERT's do; MPNet's, GPT-2's and Llama's do not).
 
     Raises:
         ValueError: empty text, or more tokens than the model takes.
