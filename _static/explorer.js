@@ -196,6 +196,11 @@
       s.max = String(r[1]);
       s.step = "any";
       s.value = "0";
+      // the slider's value beside it, as the reader moves it
+      var shown = el("output", {for: s.id, class: "explorer-value"}, s.parentNode);
+      function show() { shown.textContent = (+s.value).toFixed(2); }
+      s.addEventListener("input", show);
+      show();
       return s;
     });
     var canvas = el("canvas", {role: "img"}, container);

@@ -66,3 +66,22 @@ def test_the_search_scorer_is_set_by_an_absolute_path():
     # a whole Scorer (it replaces Sphinx's), with the two rules
     for name in ("objNameMatch", "objPrio", "partialTerm", "score:", '"book/glossary"', '"book/api"'):
         assert name in code, f"search_scorer.js lacks {name}"
+
+
+def test_a_plot_gets_its_caption_or_its_section_as_alt_text():
+    import figure_alt
+    from docutils import nodes
+
+    captioned = nodes.image(uri="_images/ab12.png", alt="_images/ab12.png")
+    figure = nodes.figure("", captioned, nodes.caption("", "Rank of T against n. Each dot is a head; the line is d_v."))
+    plain = nodes.image(uri="_images/cd34.png")
+    own = nodes.image(uri="_images/ef56.png", alt="The null space drawn")
+    section = nodes.section("", nodes.title("", "The rank sweep"), figure, nodes.paragraph("", "", plain), own)
+    figure_alt.add_alt_text(None, section, "page")
+    assert captioned["alt"] == "Rank of T against n"
+    assert plain["alt"] == "Plot in the section The rank sweep"
+    assert own["alt"] == "The null space drawn"  # an author's alt text stays
+    assert (
+        figure_alt.first_sentence("word " * 100).endswith(" ...")
+        and len(figure_alt.first_sentence("word " * 100)) <= 304
+    )

