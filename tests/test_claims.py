@@ -327,3 +327,39 @@ def test_a_claim_whose_brackets_differ_between_two_models_is_written_once():
 
     table = model_comparison(records("m1", first), records("m2", second))
     assert table.loc[0, "claim"] == merged_claim(first, second) and table.loc[0, "holds"] == 2
+
+
+def test_the_model_comparison_has_a_column_per_model_and_counts_only_the_two_encoders(tmp_path):
+    from helpers.book.records import extra_records, model_comparison
+    from helpers.book.scoreboard import model_comparison_html
+
+    def record(chapter, model, **verdicts):
+        claims = [{"id": i, "kind": "paper", "claim": f"claim {i}", "verdict": v, "measured": f"{i} figure"}
+                  for i, v in verdicts.items()]  # fmt: skip
+        return {"chapter": chapter, "model": model, "claims": claims}
+
+    small = [record("05_x", "small", a="reproduced", b="not reproduced")]
+    large = [record("05_x", "large", a="in direction only", b="premise absent")]
+    decoder = [record("09_y", "decoder", d="not reproduced", e="reproduced")]
+    table = model_comparison(small, large, decoder, carried={("09_y", "d"): ("05_x", "a")})
+    assert table.attrs == {"encoders": ["small", "large"], "models": ["small", "large", "decoder"]}
+    assert table["holds"].tolist() == [2, "apart"]  # the decoder's verdict is shown, not counted
+    assert table["decoder"].tolist() == ["not reproduced", ""]  # e carries nothing: b's row stays empty
+    assert table.loc[0, "decoder: figure"] == "d: d figure"
+    html = model_comparison_html(table)
+    assert html.count("<th>") == 5 and "not tested" in html
+    # a run supplied from elsewhere: a folder of <chapter>.json, one column per model in it
+    for r in small + [record("05_x", "bert-base-uncased", a="inconclusive")]:
+        (tmp_path / f"{r['model']}.json").write_text(json.dumps(r))
+    with pytest.raises(ValueError, match="given twice"):
+        model_comparison(small, large, *extra_records(tmp_path), carried={})
+    (tmp_path / "small.json").unlink()
+    table = model_comparison(small, large, *extra_records(tmp_path), carried={})
+    assert table["bert-base-uncased"].tolist() == ["inconclusive", ""]
+    (tmp_path / "notes.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a chapter record"):
+        extra_records(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no folder of records"):
+        extra_records(tmp_path / "absent")
+    with pytest.raises(ValueError, match="one model's records"):
+        model_comparison(small, large, small + large, carried={})

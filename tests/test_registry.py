@@ -117,3 +117,22 @@ def test_every_committed_record_is_registered_and_every_entry_recorded(notebook)
 def test_no_chapter_bypasses_the_registry(notebook):
     source = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
     assert not re.search(r"Claims\([^)]*registry\s*=", source), f"{notebook.name} passes its own registry"
+
+
+def test_a_claim_carried_to_another_model_names_a_paper_claim_of_another_chapter():
+    def two_chapters(carrier):
+        return parse_registry({"chapters": {"05_enc": {"c": entry()}, "09_dec": {"d": carrier}}})
+
+    assert two_chapters(entry(carries="05_enc/c")).carried() == {("09_dec", "d"): ("05_enc", "c")}
+    with pytest.raises(ValueError, match="does not define"):
+        two_chapters(entry(carries="05_enc/missing"))
+    with pytest.raises(ValueError, match="'<chapter>/<id>'"):
+        two_chapters(entry(carries="c"))
+    with pytest.raises(ValueError, match="only a paper claim"):
+        two_chapters(entry(kind="finding", carries="05_enc/c"))
+    with pytest.raises(ValueError, match="another chapter"):
+        parse_registry({"chapters": {"05_enc": {"c": entry(), "e": entry(carries="05_enc/c")}}})
+    # the book's decoder chapter carries its identifiability and attribution claims over from the encoders'
+    carried = load_registry().carried()
+    assert carried[("09_decoder_llm", "ident-linear-last")] == ("05_token_identifiability", "last-layer-most")
+    assert {target[0] for target in carried.values()} == {"05_token_identifiability", "06_hidden_token_attribution"}

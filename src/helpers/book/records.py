@@ -21,6 +21,7 @@ __all__ = [
     "committed_record",
     "report_table",
     "model_comparison",
+    "extra_records",
     "HOLDING",
     "COUNTED_APART",
     "THEORY_CHECKS",
@@ -157,31 +158,93 @@ def merged_claim(first: str, second: str) -> str:
     return bracket.sub(lambda _: next(merged), first)
 
 
-def model_comparison(first: list[dict], second: list[dict]) -> pd.DataFrame:
-    """The paper's claims of the chapters both record lists cover, one row each, a column per model.
+def model_comparison(
+    first: list[dict],
+    second: list[dict],
+    *others: list[dict],
+    carried: dict[tuple[str, str], tuple[str, str]] | None = None,
+) -> pd.DataFrame:
+    """The paper's claims of the chapters both encoders' record lists cover, one row each, a column per model.
 
-    first, second: chapter records (``load_records`` / ``committed_record``) of two models. Returns
-    ``chapter, id, claim`` and per model its verdict and ``measured`` figure, and ``holds``: on how
-    many of the two models the claim holds (its verdict one of ``HOLDING``), or ``"apart"`` where
-    either verdict is counted apart (``COUNTED_APART``).
+    first, second: chapter records (``load_records`` / ``committed_record``) of the two encoders compared.
+    others: record lists of further models, one model each (the decoder; a run supplied from elsewhere, such
+    as BERT-Base from Colab): each adds a column, filled in a row where the list holds that claim, or a claim
+    that carries it over (``carried``: ``(chapter, id)`` of the carrying claim to ``(chapter, id)`` of the
+    carried one; default the registry's ``carries`` fields), and left empty ("") where it holds neither.
+
+    Returns ``chapter, id, claim``, per model its verdict and ``"<model>: figure"`` (a carried claim's figure
+    is prefixed with its own id), and ``holds``: on how many of the two encoders the claim holds (its verdict
+    one of ``HOLDING``), or ``"apart"`` where either encoder's verdict is counted apart (``COUNTED_APART``).
+    ``attrs["encoders"]`` names the two counted models, ``attrs["models"]`` every column's model in order.
     """
+    if carried is None:
+        from .registry import load_registry
 
-    def by_id(records):
-        return {(r["chapter"], c["id"]): (r["model"], c) for r in records for c in r["claims"] if c["kind"] == "paper"}
+        carried = load_registry().carried()
+
+    def by_id(records, follow=False):
+        found = {}
+        for r in records:
+            for c in r["claims"]:
+                if c["kind"] != "paper":
+                    continue
+                key = (r["chapter"], c["id"])
+                if follow and key in carried:
+                    found[carried[key]] = (r["model"], {**c, "measured": f"{c['id']}: {c['measured']}"})
+                else:
+                    found.setdefault(key, (r["model"], c))
+        return found
 
     one, two = by_id(first), by_id(second)
+    keys = sorted(one.keys() & two.keys())
+    encoders = [one[keys[0]][0], two[keys[0]][0]] if keys else []
+    extra = []
+    for records in others:
+        models = sorted({r["model"] for r in records})
+        if len(models) != 1:
+            raise ValueError(f"each further record list holds one model's records, this one holds {models or 'none'}")
+        if models[0] in encoders or models[0] in [m for m, _ in extra]:
+            raise ValueError(f"records of {models[0]!r} are given twice: its column is already in the table")
+        extra.append((models[0], by_id(records, follow=True)))
     rows = []
-    for key in sorted(one.keys() & two.keys()):
+    for key in keys:
         (model_a, a), (model_b, b) = one[key], two[key]
         apart = a["verdict"] in COUNTED_APART or b["verdict"] in COUNTED_APART
         held = (a["verdict"] in HOLDING) + (b["verdict"] in HOLDING)
-        rows.append({
+        row = {
             "chapter": key[0], "id": key[1], "claim": merged_claim(a["claim"], b["claim"]),
             model_a: a["verdict"], f"{model_a}: figure": a["measured"],
             model_b: b["verdict"], f"{model_b}: figure": b["measured"],
-            "holds": "apart" if apart else held,
-        })  # fmt: skip
-    return pd.DataFrame(rows)
+        }  # fmt: skip
+        for model, claims in extra:
+            claim = claims.get(key, (model, {"verdict": "", "measured": ""}))[1]
+            row[model], row[f"{model}: figure"] = claim["verdict"], claim["measured"]
+        rows.append({**row, "holds": "apart" if apart else held})
+    table = pd.DataFrame(rows)
+    table.attrs["encoders"] = encoders
+    table.attrs["models"] = encoders + [m for m, _ in extra]
+    return table
+
+
+def extra_records(folder: str | Path) -> list[list[dict]]:
+    """The chapter records in ``folder`` (a run of the chapters on another model, e.g. BERT-Base in Colab,
+    whose ``<chapter>.json`` files were copied there), one list per model, for :func:`model_comparison`.
+    Raises where the folder is missing, holds no record, or holds a file that is not a chapter record."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no folder of records at {folder} (it should hold the chapters' <chapter>.json)")
+    grouped: dict[str, list[dict]] = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path.name} is not a chapter record: {error}") from None
+        if not isinstance(record, dict) or not {"chapter", "model", "claims"} <= set(record):
+            raise ValueError(f"{path.name} is not a chapter record (it needs 'chapter', 'model' and 'claims')")
+        grouped.setdefault(record["model"], []).append(record)
+    if not grouped:
+        raise FileNotFoundError(f"{folder} holds no chapter record (<chapter>.json)")
+    return [grouped[m] for m in sorted(grouped)]
 
 
 def report_table(records: list[dict]) -> pd.DataFrame:

@@ -31,7 +31,7 @@ STATUSES = ("confirmatory", "exploratory")
 QUANTITY_CHARACTERS = 80  # a quantity is a short line under the figure; the statistic says the rest
 _FIELDS = {
     "kind", "source", "statistic", "quantity", "control", "comparison", "side", "threshold", "size", "spread",
-    "min_sequences", "status", "registered", "deviations", "premise",
+    "min_sequences", "status", "registered", "deviations", "premise", "carries",
 }  # fmt: skip
 
 
@@ -66,6 +66,9 @@ class Entry:
     # a model property the claim presumes, checked before its result (the chapter passes premise=(holds, what));
     # where it is absent the verdict is "premise absent", counted apart
     premise: str = ""
+    # the encoder claim ("<chapter>/<id>") that this claim of another model's chapter tests again in that
+    # model's terms (chapter 9's decoder claims): the report puts its verdict in that claim's row
+    carries: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,10 @@ class Registry:
         registry does not define the claim (a scratch chapter, a check)."""
         entry = self.entries.get((chapter, id))
         return entry.quantity if entry else ""
+
+    def carried(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """``(chapter, id)`` of each claim that carries another over, mapped to the ``(chapter, id)`` it carries."""
+        return {key: tuple(e.carries.split("/", 1)) for key, e in self.entries.items() if e.carries}
 
     def chapter(self, chapter: str) -> list[Entry]:
         return [e for (c, _), e in self.entries.items() if c == chapter]
@@ -158,6 +165,7 @@ def _entry(chapter: str, id: str, spec: dict) -> Entry:
         min_sequences=int(spec.get("min_sequences", MIN_SEQUENCES)),
         deviations=deviations,
         premise=str(spec.get("premise", "") or "").strip(),
+        carries=str(spec.get("carries", "") or "").strip(),
     )
 
 
@@ -183,7 +191,26 @@ def parse_registry(data: dict, path: Path | None = None) -> Registry:
     for chapter, claims in (data.get("chapters") or {}).items():
         for id, spec in (claims or {}).items():
             entries[(chapter, id)] = _entry(chapter, id, spec or {})
+    for (chapter, id), entry in entries.items():
+        if entry.carries:
+            _carries_problem(f"registry: {chapter}/{id}", entry, entries)
     return Registry(entries, float(rules.get("size_share", 0.10)), float(rules.get("size_floor", 0.01)), path)
+
+
+def _carries_problem(where: str, entry: Entry, entries: dict[tuple[str, str], Entry]) -> None:
+    """Raise unless ``entry.carries`` names another chapter's paper claim and ``entry`` is a paper claim too."""
+    target = tuple(entry.carries.split("/", 1))
+    if len(target) != 2 or not all(target):
+        raise ValueError(f"{where}: 'carries' is '<chapter>/<id>', got {entry.carries!r}")
+    if entry.kind != "paper":
+        raise ValueError(f"{where}: only a paper claim carries another over, this one is a {entry.kind}")
+    if target[0] == entry.chapter:
+        raise ValueError(f"{where}: 'carries' names a claim of another chapter, not of {entry.chapter}")
+    carried = entries.get(target)
+    if carried is None:
+        raise ValueError(f"{where}: 'carries' names {entry.carries!r}, which the registry does not define")
+    if carried.kind != "paper":
+        raise ValueError(f"{where}: 'carries' names {entry.carries!r}, a {carried.kind}, not a paper claim")
 
 
 @lru_cache(maxsize=4)

@@ -419,9 +419,12 @@ def model_comparison_html(
     comparison: pd.DataFrame, links: dict[str, str] | None = None, short: dict[str, str] | None = None
 ) -> str:
     """``records.model_comparison`` as an HTML table: a row per paper claim, per model its verdict (coloured
-    as in the scoreboards) above its figure and interval; chapters by number (``short``), linked (``links``)."""
+    as in the scoreboards) above its figure and interval, "not tested" where a further model's chapters do
+    not test the claim; chapters by number (``short``), linked (``links``)."""
     links, short = links or {}, short or {}
-    models = [c for c in comparison.columns if c not in ("chapter", "id", "claim", "holds") and ": figure" not in c]
+    models = comparison.attrs.get("models") or [
+        c for c in comparison.columns if c not in ("chapter", "id", "claim", "holds") and ": figure" not in c
+    ]
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ["chapter", "claim", *models])
     rows = []
     for _, row in comparison.iterrows():
@@ -432,6 +435,9 @@ def model_comparison_html(
                  f"{html.escape(row['claim'])}</td>"]  # fmt: skip
         for model in models:
             verdict = row[model]
+            if not verdict:  # a further model's column where its chapters do not test this claim
+                cells.append('<td class="verdict untested">not tested</td>')
+                continue
             cells.append(
                 f'<td class="verdict {verdict_class("paper", verdict)}">{html.escape(verdict)}'
                 f'<div class="note">{html.escape(str(row[f"{model}: figure"]))}</div></td>'

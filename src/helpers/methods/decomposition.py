@@ -214,7 +214,8 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
     values change, so the new head outputs are A V - A[:, j] V_j; all n variants
     run through the rest of the layer as one batch. The distance is computed
     without cancellation (``linalg.cosine_distance``): in the first layers many
-    C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32.
+    C_ij are 1e-8 to 1e-5, below what ``1 - cos`` resolves in float32. On a causal
+    model C_ij is exactly 0 for j > i (rounding would otherwise leave 1e-13 there).
     """
     index = layer_index(layer, internals.num_layers)
     pre_norm = internals.family in PRE_NORM_DECODERS
@@ -233,5 +234,7 @@ def value_zeroing_scores(model: PreTrainedModel, internals: Internals, layer: in
         y = block.norm_1(dense + E[None])
         out = block.norm_2(block.ffn_out(block.activation(block.ffn_in(y))) + y)  # (j, i, d)
     original = internals.hidden_states[index + 1]
-    distance = cosine_distance(out, original[None].expand_as(out))  # (j, i)
-    return distance.T
+    distance = cosine_distance(out, original[None].expand_as(out)).T  # (i, j)
+    if internals.causal:  # zeroing a later token cannot reach token i: exactly 0, not the rounding of a recomputation
+        distance = distance.tril()
+    return distance
