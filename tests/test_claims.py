@@ -254,6 +254,21 @@ def test_a_departure_reads_as_sentences():
         "the control, position 1, gives 0.003 [0.001, 0.005], and the interval lies wholly on the other side "
         "of the published bound, 0.500."
     )
+    # an inconclusive verdict names the interval that holds what: the paper's bound, or zero for a paired one
+    open_bound = {**sink, "verdict": "inconclusive", "control": "random: 0.43 [0.30, 0.57]; paired difference 0.13 "
+                  "[0.10, 0.16] (bound 0.5, from the paper)"}  # fmt: skip
+    assert helpers.book.scoreboard.departure_sentences(open_bound).endswith(
+        "this model's interval holds the published bound, 0.5, so it decides neither way."
+    )
+    open_paired = {**open_bound, "control": "random: 0.43 [0.30, 0.57]; paired difference 0.01 [-0.02, 0.04]"}
+    assert helpers.book.scoreboard.departure_sentences(open_paired).endswith(
+        "the paired difference's interval holds zero, so it decides neither way."
+    )
+    open_threshold = {**open_bound, "control": "random: 0.43 [0.30, 0.57]; paired difference 0.13 [0.10, 0.16]"}
+    assert helpers.book.scoreboard.departure_sentences(open_threshold).endswith(
+        "the paired difference clears the control, but this model's interval holds the claim's threshold, so it "
+        "decides neither way."
+    )
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
     assert helpers.book.scoreboard.departure_sentences(untestable).endswith("No tagger offline.")
     # a semicolon inside parentheses does not end a sentence

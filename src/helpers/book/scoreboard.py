@@ -378,6 +378,16 @@ def departure_sentences(row: dict) -> str:
         control = f"the control, {description}, gives {value}" if description else f"the control gives {value}"
         if bound and not reversed_ and row["verdict"] == "not reproduced":
             reading = f"the interval lies wholly on the other side of the published bound, {bound[1]}"
+        elif bound and row["verdict"] == "inconclusive":  # which interval, which bound: the figure's, the paper's
+            reading = f"this model's interval holds the published bound, {bound[1]}, so it decides neither way"
+        elif paired and row["verdict"] == "inconclusive":
+            span = re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]", paired)
+            reading = (
+                "the paired difference's interval holds zero, so it decides neither way"
+                if span and float(span[1]) <= 0 <= float(span[2])
+                else "the paired difference clears the control, but this model's interval holds the claim's "
+                "threshold, so it decides neither way"
+            )
         else:
             reading = _VERDICT_READING["reversed" if reversed_ else row["verdict"]]
         text.append(f"Here: {row['here']}; {control}, and {reading}.")
