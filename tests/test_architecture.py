@@ -220,6 +220,7 @@ BARE_RETURNS = {
     "helpers.book.explorers.null_space_rows_record": "the JSON a page's live explorer reads (_static/explorer.js)",
     "helpers.book.support.family_matrix": "one row per method, one reason (or None) per family, keyed by their names",
     "helpers.book.support.family_support": "one refusal function per method, keyed by the method's name",
+    "helpers.book.registry.Registry.carried": "one carried claim per carrying claim, keyed by (chapter, id)",
 }
 
 

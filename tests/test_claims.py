@@ -345,8 +345,7 @@ def test_a_claim_whose_brackets_differ_between_two_models_is_written_once():
 
 
 def test_the_model_comparison_has_a_column_per_model_and_counts_only_the_two_encoders(tmp_path):
-    from helpers.book.records import extra_records, model_comparison
-    from helpers.book.scoreboard import model_comparison_html
+    from helpers.book.records import extra_records, model_comparison, model_comparison_html
 
     def record(chapter, model, **verdicts):
         claims = [{"id": i, "kind": "paper", "claim": f"claim {i}", "verdict": v, "measured": f"{i} figure"}

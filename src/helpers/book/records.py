@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .scoreboard import claims_frame
+from .scoreboard import claims_frame, verdict_class
 from .verdicts import CHECK_VERDICTS, FINDING_VERDICTS, PAPER_VERDICTS
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "report_table",
     "model_comparison",
     "extra_records",
+    "model_comparison_html",
     "HOLDING",
     "COUNTED_APART",
     "THEORY_CHECKS",
@@ -245,6 +247,40 @@ def extra_records(folder: str | Path) -> list[list[dict]]:
     if not grouped:
         raise FileNotFoundError(f"{folder} holds no chapter record (<chapter>.json)")
     return [grouped[m] for m in sorted(grouped)]
+
+
+def model_comparison_html(
+    comparison: pd.DataFrame, links: dict[str, str] | None = None, short: dict[str, str] | None = None
+) -> str:
+    """``model_comparison`` as an HTML table: a row per paper claim, per model its verdict (coloured
+    as in the scoreboards) above its figure and interval, "not tested" where a further model's chapters do
+    not test the claim; chapters by number (``short``), linked (``links``)."""
+    links, short = links or {}, short or {}
+    models = comparison.attrs.get("models") or [
+        c for c in comparison.columns if c not in ("chapter", "id", "claim", "holds") and ": figure" not in c
+    ]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["chapter", "claim", *models])
+    rows = []
+    for _, row in comparison.iterrows():
+        number = short.get(row["chapter"], row["chapter"])
+        href = links.get(number)
+        chapter = f'<a href="{html.escape(href)}">{html.escape(number)}</a>' if href else html.escape(number)
+        cells = [f"<td>{chapter}</td>", f'<td><span class="id">{html.escape(row["id"])}</span> '
+                 f"{html.escape(row['claim'])}</td>"]  # fmt: skip
+        for model in models:
+            verdict = row[model]
+            if not verdict:  # a further model's column where its chapters do not test this claim
+                cells.append('<td class="verdict untested">not tested</td>')
+                continue
+            cells.append(
+                f'<td class="verdict {verdict_class("paper", verdict)}">{html.escape(verdict)}'
+                f'<div class="note">{html.escape(str(row[f"{model}: figure"]))}</div></td>'
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<div class="table-scroll"><table class="scoreboard models"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def report_table(records: list[dict]) -> pd.DataFrame:

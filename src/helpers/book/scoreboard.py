@@ -423,37 +423,3 @@ def departures_html(report: pd.DataFrame, links: dict[str, str] | None = None) -
 
 def _chapter_order(chapter: str) -> tuple:
     return (0, int(chapter), "") if chapter.isdigit() else (1, 0, chapter)
-
-
-def model_comparison_html(
-    comparison: pd.DataFrame, links: dict[str, str] | None = None, short: dict[str, str] | None = None
-) -> str:
-    """``records.model_comparison`` as an HTML table: a row per paper claim, per model its verdict (coloured
-    as in the scoreboards) above its figure and interval, "not tested" where a further model's chapters do
-    not test the claim; chapters by number (``short``), linked (``links``)."""
-    links, short = links or {}, short or {}
-    models = comparison.attrs.get("models") or [
-        c for c in comparison.columns if c not in ("chapter", "id", "claim", "holds") and ": figure" not in c
-    ]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ["chapter", "claim", *models])
-    rows = []
-    for _, row in comparison.iterrows():
-        number = short.get(row["chapter"], row["chapter"])
-        href = links.get(number)
-        chapter = f'<a href="{html.escape(href)}">{html.escape(number)}</a>' if href else html.escape(number)
-        cells = [f"<td>{chapter}</td>", f'<td><span class="id">{html.escape(row["id"])}</span> '
-                 f"{html.escape(row['claim'])}</td>"]  # fmt: skip
-        for model in models:
-            verdict = row[model]
-            if not verdict:  # a further model's column where its chapters do not test this claim
-                cells.append('<td class="verdict untested">not tested</td>')
-                continue
-            cells.append(
-                f'<td class="verdict {verdict_class("paper", verdict)}">{html.escape(verdict)}'
-                f'<div class="note">{html.escape(str(row[f"{model}: figure"]))}</div></td>'
-            )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f'<div class="table-scroll"><table class="scoreboard models"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
-    )
