@@ -221,6 +221,9 @@ BARE_RETURNS = {
     "helpers.book.support.family_matrix": "one row per method, one reason (or None) per family, keyed by their names",
     "helpers.book.support.family_support": "one refusal function per method, keyed by the method's name",
     "helpers.book.registry.Registry.carried": "one carried claim per carrying claim, keyed by (chapter, id)",
+    "helpers.model.token_names.special_token_names": "a renaming: the model's name keyed by BERT's, as text uses it",
+    "helpers.model.token_names.names_if_not_bert": "the same renaming, or None where it renames nothing",
+    "helpers.book.notebook.name_special_tokens": "the same renaming (special_token_names)",
 }
 
 

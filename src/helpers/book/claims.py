@@ -54,6 +54,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..methods.intervals import Estimate, resolving_format
+from ..model.token_names import names_if_not_bert, own_token_names
 from .controls import Control, as_bool, as_number
 from .records import load_records, record_defects, record_name, records_dir, report_table
 from .registry import Registry, UnregisteredClaim, load_registry
@@ -140,9 +141,13 @@ class Claims:
         data: str = "",
         mode: str | None = None,
         registry: Registry | str | Path | None = BOOK_REGISTRY,
+        special_tokens: dict[str, str] | None = None,
     ):
         """registry: the book's (default), a :class:`~helpers.book.registry.Registry` or a path to a
-        registry file; ``None`` registers nothing in advance (scratch use outside the book only)."""
+        registry file; ``None`` registers nothing in advance (scratch use outside the book only).
+        special_tokens: the model's own names for BERT's ``[CLS]`` and ``[SEP]``
+        (:func:`~helpers.model.token_names.special_token_names` of its tokenizer): each claim's text, its
+        control and the registry's quantity line then name the model's tokens. None: BERT's names."""
         if not isinstance(chapter, str) or not chapter.strip():
             raise ValueError("chapter must be a non-empty name, e.g. '04_effective_attention'")
         self.chapter = chapter
@@ -154,6 +159,8 @@ class Claims:
         elif isinstance(registry, (str, Path)):
             registry = load_registry(registry)
         self.registry: Registry | None = registry
+        names = names_if_not_bert(special_tokens)
+        self.special_tokens: dict[str, str] | None = names
         self._claims: dict[str, Claim] = {}
 
     # --- registration -------------------------------------------------------------------------
@@ -356,6 +363,11 @@ class Claims:
             raise ValueError(f"claim {claim.id!r} is already registered in chapter {self.chapter!r}")
         if not isinstance(claim.claim, str) or not claim.claim.strip():
             raise ValueError(f"claim {claim.id!r} needs a sentence saying what it claims")
+        if self.special_tokens:  # the claim, its control and its note in the model's own token names
+            texts = {
+                key: own_token_names(getattr(claim, key), self.special_tokens) for key in ("claim", "control", "note")
+            }
+            claim = replace(claim, **texts)
         self._claims[claim.id] = claim
 
     # --- reading --------------------------------------------------------------------------------
@@ -372,16 +384,20 @@ class Claims:
     def table(self) -> pd.DataFrame:
         """One row per record (``SCOREBOARD_COLUMNS``), indexed by id."""
         records = [asdict(c) for c in self._claims.values()]
-        return claims_frame(records, self.chapter, registered_quantity(self.registry)).set_index("id")
+        quantity = registered_quantity(self.registry, self.special_tokens)
+        return claims_frame(records, self.chapter, quantity).set_index("id")
 
     def record(self) -> dict:
-        return {
+        record = {
             "chapter": self.chapter,
             "model": self.model,
             "data": self.data,
             "mode": self.mode,
             "claims": [asdict(c) for c in self._claims.values()],
         }
+        if self.special_tokens:  # written only where the model's names are not BERT's
+            record["special_tokens"] = dict(self.special_tokens)
+        return record
 
     def save(self, folder: str | Path | None = None) -> Path:
         """Write the chapter's record as ``<folder>/<chapter>.json`` (:func:`~helpers.book.records.record_name`)

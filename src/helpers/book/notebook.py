@@ -8,6 +8,8 @@ import random
 import numpy as np
 import torch
 
+from ..model.token_names import names_if_not_bert, own_token_names, special_token_names
+
 __all__ = ["setup_notebook", "glue", "residual_text"]
 
 
@@ -32,7 +34,21 @@ def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
     # matplotlib reports font fallbacks that depend on the machine's font cache, not on the chapter
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     set_style()
+    _SPECIAL_TOKENS["names"] = None  # BERT's names until name_special_tokens
     show_panels_in_png()  # a figure's side-by-side panels, named in its PNG for a phone to stack
+
+
+# the model's own names for BERT's [CLS] and [SEP], set by name_special_tokens (None: BERT's)
+_SPECIAL_TOKENS: dict[str, dict[str, str] | None] = {"names": None}
+
+
+def name_special_tokens(tokenizer) -> dict[str, str]:
+    """Write BERT's ``[CLS]`` and ``[SEP]`` as this tokenizer's own tokens in every text glued from now on
+    (:func:`glue`), and return the mapping (:func:`~helpers.model.token_names.special_token_names`) for the
+    chapter's tables, figures and scoreboard. On a BERT vocabulary nothing changes."""
+    names = special_token_names(tokenizer)
+    _SPECIAL_TOKENS["names"] = names_if_not_bert(names)
+    return names
 
 
 def glue(name: str, value, fmt: str | None = None) -> str:
@@ -45,6 +61,7 @@ def glue(name: str, value, fmt: str | None = None) -> str:
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"glue name must be an identifier-like string, got {name!r}")
     text = format(value, fmt) if fmt is not None else str(value)
+    text = own_token_names(text, _SPECIAL_TOKENS.get("names"))
     try:
         from myst_nb import glue as myst_glue
     except ImportError:  # e.g. a bare Colab kernel: the text is still returned

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from ..model.token_names import own_token_names
 from .registry import Registry, load_registry
 
 # re-exported where the report and the tests have always found them; documented in helpers.book.sections
@@ -88,10 +89,15 @@ def verdict_class(kind: str, verdict: str) -> str:
     return "neutral" if (kind, verdict) == ("finding", "does not hold") else VERDICT_CLASS.get(verdict, "none")
 
 
-def registered_quantity(registry: Registry | None = None) -> Callable[[str, str], str]:
-    """(chapter, id) -> the quantity the registry names for that claim ("" where it names none)."""
+def registered_quantity(
+    registry: Registry | None = None, special_tokens: dict[str, str] | None = None
+) -> Callable[[str, str], str]:
+    """(chapter, id) -> the quantity the registry names for that claim ("" where it names none), with
+    BERT's special tokens written as ``special_tokens`` names them (a record's ``special_tokens``)."""
     registry = registry if registry is not None else load_registry()
-    return registry.quantity
+    if not special_tokens:
+        return registry.quantity
+    return lambda chapter, id: own_token_names(registry.quantity(chapter, id), special_tokens)
 
 
 def claims_frame(
@@ -162,7 +168,8 @@ class Scoreboard:
         """The scoreboard of a chapter's record (``Claims.record``), its quantities from ``registry`` (default
         the book's): what ``Claims.enforce`` returns, and what ``helpers.book.rerender`` rebuilds from the
         record a committed scoreboard carries."""
-        frame = claims_frame(record["claims"], record["chapter"], registered_quantity(registry))
+        quantity = registered_quantity(registry, record.get("special_tokens"))
+        frame = claims_frame(record["claims"], record["chapter"], quantity)
         return cls(frame, record=record)
 
     def __len__(self) -> int:

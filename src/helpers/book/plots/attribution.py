@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from ...drivers.attribution import share_own_input_not_largest
+from ...model.token_names import own_token_names
 from .heatmaps import token_heatmap
 from .style import EFFECTIVE, NULL, PAPER, RAW, every_nth
 
@@ -93,14 +95,16 @@ def plot_self_contribution(table, num_layers: int, paper: dict | None = None, ax
         xs = [_paper_x(layer, num_layers, paper["layers"]) for layer in points]
         ax.scatter(xs, list(points.values()), color=PAPER, marker="D", zorder=3, label=PAPER_LABEL)
         for x, (layer, value) in zip(xs, points.items(), strict=True):
+            # the label above the boxes, a thin line down to its diamond: no label over a box
             ax.annotate(
                 f"layer {layer}: {value:.1%}",
                 (x, value),
-                xytext=(-4, -13),
-                textcoords="offset points",
-                ha="right" if x > 1 else "left",
+                xytext=(x, 0.7),
+                textcoords="data",
+                ha="left" if x < 0.25 * num_layers else "right" if x > 0.75 * num_layers else "center",
                 fontsize=10,
                 color=PAPER,
+                arrowprops={"arrowstyle": "-", "color": PAPER, "lw": 0.8, "shrinkB": 4},
             )
     ax.set_xticks(layers)
     ax.set_xlim(0.3, num_layers + 0.6)
@@ -179,23 +183,28 @@ def plot_distance_groups(distance, axes=None) -> np.ndarray:
     return axes
 
 
-def plot_cls(segments, around, axes=None) -> np.ndarray:
+def plot_cls(segments, around, axes=None, special_tokens: dict[str, str] | None = None) -> np.ndarray:
     """[CLS] on sentence pairs (from ``cls_table``): contribution of the tokens around the
-    first [SEP] per layer (heatmap, top), and the mean contribution per token of each part (below)."""
+    first [SEP] per layer (heatmap, top), and the mean contribution per token of each part (below).
+
+    special_tokens: the model's own names for [CLS] and [SEP] (``special_token_names(tokenizer)``), used in
+    the labels; None: BERT's."""
+    own = partial(own_token_names, names=special_tokens)
+    segments = own(segments)
     if axes is None:
         _, axes = plt.subplots(2, 1, figsize=(8.0, 8.8), layout="constrained")
     grid = around.pivot(index="layer", columns="offset", values="contribution")
-    labels = [("[SEP]" if o == 0 else f"{o:+d}") for o in grid.columns]
+    labels = [(own("[SEP]") if o == 0 else f"{o:+d}") for o in grid.columns]
     token_heatmap(
         torch.tensor(grid.to_numpy()),
         [str(layer) for layer in grid.index],
         labels,
         ax=axes[0],
         vmin=0.0,
-        title="[CLS]: contribution of tokens around the first [SEP]",
-        xlabel="offset from the first [SEP]",
+        title=own("[CLS]: contribution of tokens around the first [SEP]"),
+        xlabel=own("offset from the first [SEP]"),
         ylabel="layer",
-        cbar_label="mean $c^l_{[CLS],j}$",
+        cbar_label=own("mean $c^l_{[CLS],j}$"),
     )
     axes[0].set_xticklabels(labels, rotation=0)
     parts = list(dict.fromkeys(segments["segment"]))
@@ -210,6 +219,6 @@ def plot_cls(segments, around, axes=None) -> np.ndarray:
     axes[1].set_xticks(sorted(segments["layer"].unique()))
     axes[1].set_xlabel("layer")
     axes[1].set_ylabel("mean contribution per input token")
-    axes[1].set_title("[CLS]: what each part of the pair gives, per token")
+    axes[1].set_title(own("[CLS]: what each part of the pair gives, per token"))
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return axes
