@@ -69,7 +69,10 @@ def test_a_scoreboard_names_the_models_tokens_in_claim_control_note_and_quantity
     assert "special_tokens" not in plain.record()
 
 
-def test_glued_text_uses_the_models_names_once_they_are_set():
+def test_glued_text_uses_the_models_names_once_they_are_set(monkeypatch):
+    # setup_notebook without its global plot style (other tests in this process draw)
+    monkeypatch.setattr("helpers.book.plots.style.set_style", lambda: None)
+    monkeypatch.setattr("helpers.book.plots.panels.show_panels_in_png", lambda: None)
     setup_notebook()
     assert glue("t_bert", "from each [SEP]") == "from each [SEP]"
     name_special_tokens(Tokenizer("<s>", "</s>"))
