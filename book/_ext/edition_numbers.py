@@ -21,7 +21,9 @@ def restart_edition_numbers(app, env) -> list[str]:
             ordered = sorted(numbers.items(), key=lambda item: item[1])
             by_type[figtype] = {
                 figure_id: (*number[:-1], position)
-                for position, (figure_id, number) in enumerate(ordered, start=1)
+                for position, (figure_id, number) in enumerate(
+                    ordered, start=1
+                )
             }
         renumbered.append(docname)
     return renumbered
