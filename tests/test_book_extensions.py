@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
+import edition_numbers  # noqa: E402
 import plain_docstrings  # noqa: E402
 import search_ranking  # noqa: E402
 import unique_scripts  # noqa: E402
@@ -85,3 +86,25 @@ def test_a_plot_gets_its_caption_or_its_section_as_alt_text():
         figure_alt.first_sentence("word " * 100).endswith(" ...")
         and len(figure_alt.first_sentence("word " * 100)) <= 304
     )
+
+
+def test_edition_pages_number_their_figures_from_one():
+    """Sphinx numbers the edition's chapter 6 page on from the chapter's own figures (6.10, 6.11, ...);
+    the extension restarts them at 6.1 in Sphinx's order, and leaves the chapters' own numbers alone."""
+
+    class Env:
+        toc_fignumbers = {
+            "book/06_hidden_token_attribution": {"figure": {"fig-a": (6, 1), "fig-b": (6, 2)}},
+            "book/paper_scale/06_hidden_token_attribution": {
+                "figure": {"ps-fig-b": (6, 11), "ps-fig-a": (6, 10), "ps-fig-c": (6, 12)},
+                "exercise": {"ps-ex-1": (6, 4)},
+            },
+        }
+
+    env = Env()
+    renumbered = edition_numbers.restart_edition_numbers(None, env)
+    assert renumbered == ["book/paper_scale/06_hidden_token_attribution"]
+    edition = env.toc_fignumbers["book/paper_scale/06_hidden_token_attribution"]
+    assert edition["figure"] == {"ps-fig-a": (6, 1), "ps-fig-b": (6, 2), "ps-fig-c": (6, 3)}
+    assert edition["exercise"] == {"ps-ex-1": (6, 1)}
+    assert env.toc_fignumbers["book/06_hidden_token_attribution"]["figure"] == {"fig-a": (6, 1), "fig-b": (6, 2)}

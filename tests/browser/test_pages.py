@@ -117,6 +117,14 @@ def test_reader_patterns():
     assert chapter_number("book/paper_scale/04_effective_attention.html") == 4
     assert not text_problems("the sink's row ||T_h[0]|| and x[3]", [], "book/09_decoder_llm.html")  # indexing
     assert 0.58 < MIN_FIGURE_SCALE < 0.6
+    edition = "book/paper_scale/06_hidden_token_attribution.html"
+    assert not caption_number_problems(["Figure 6.1 ", "Table 6.1 ", "Figure 6.2 "], edition)
+    assert caption_number_problems(["Figure 6.10 ", "Figure 6.11 ", "Figure 6.13 "], edition) == [
+        "Figure 6.10 where Figure 6.1 was expected",  # then counted on from 6.10: one problem per break
+        "Figure 6.13 where Figure 6.12 was expected",
+    ]
+    assert caption_number_problems(["Figure 5.1 "], edition) == ["Figure 5.1 where Figure 6.1 was expected"]
+    assert not caption_number_problems(["Figure 3.2 "], "book/intro.html")
 
 
 def test_find_chromium_prefers_the_environment(monkeypatch, tmp_path):
@@ -365,6 +373,25 @@ def chapter_number(page_path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def caption_number_problems(captions: list[str], page_path: str) -> list[str]:
+    """A chapter's figures and tables (its captions' numbers, "Figure 6.1 ") numbered N.1, N.2, ... by type, N its
+    chapter: the paper-scale pages too, which Sphinx alone would number on from the chapter's own figures."""
+    chapter = chapter_number(page_path)
+    if chapter is None:
+        return []
+    problems, seen = [], {}
+    for caption in captions:
+        match = re.match(r"\s*(\w+)\s+(\d+)\.(\d+)", caption)
+        if not match:
+            continue
+        kind, number, position = match.group(1), int(match.group(2)), int(match.group(3))
+        expected = seen.get(kind, 0) + 1
+        if number != chapter or position != expected:
+            problems.append(f"{kind} {number}.{position} where {kind} {chapter}.{expected} was expected")
+        seen[kind] = position
+    return problems
+
+
 def text_problems(text: str, outputs: list[str], page_path: str) -> list[str]:
     """Unrendered markup and Python reprs in the prose, reprs in outputs, exercises out of their chapter."""
     problems = []
@@ -452,6 +479,7 @@ def test_page(browser, server, page_path):
         for match in list(RAW_TEX.finditer(text))[:5]:
             problems.append(f"raw TeX in the text: ...{text[max(0, match.start() - 40) : match.end() + 40]!r}...")
         problems += text_problems(text, page.evaluate(_OUTPUT_TEXT_JS), page_path)
+        problems += caption_number_problems(page.locator("span.caption-number").all_inner_texts(), page_path)
         problems += stutter_problems(page.evaluate(_PROSE_TEXT_JS))
         problems += small_figures(page, MIN_FIGURE_SCALE)
         problems += [f"overflows the column: {item}" for item in page.evaluate(_OVERFLOW_JS)]
