@@ -38,6 +38,8 @@ CELL_TIMEOUT = 1200
 BASELINE = "colab-baseline.txt"  # the venv's packages as made: what every edition starts from
 # The install cell's source of the helpers: "identifiability-book @ git+https://github.com/org/repo@<commit>"
 GIT_URL = re.compile(r"git\+https?://[^\s\"'@]+(?=@)")
+# The report's edition reads the chapters' committed records from GitHub's raw server at a commit
+RAW_URL = re.compile(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/(?P<revision>[0-9a-f]{40})/")
 # pip's conflict report ("ERROR: pip's dependency resolver ...", "... which is incompatible.")
 CONFLICT = re.compile(r"^.*(?:\bERROR:|\bincompatible\b|dependency resolver).*$", re.M)
 # MyST that Colab shows raw: roles ({glue:text}`x`, {doc}`...`), directives (```{exercise}, :::{note}), targets
@@ -129,6 +131,15 @@ def stream_text(notebook) -> str:
     )
 
 
+def checkout_at(clone: Path, revision: str) -> Path:
+    """The clone's files at ``revision`` (a detached worktree beside it, made once)."""
+    tree = clone.parent / f"{clone.name}-at-{revision[:12]}"
+    if not tree.is_dir():
+        subprocess.run(["git", "-C", str(clone), "worktree", "add", "--detach", str(tree), revision], check=True,
+                       capture_output=True)  # fmt: skip
+    return tree
+
+
 def check(edition: Path, venv: Path, clone: Path) -> list[str]:
     """Run one edition alone in the simulated Colab; print its line and return its problems."""
     notebook = nbformat.read(edition, as_version=4)
@@ -145,6 +156,9 @@ def check(edition: Path, venv: Path, clone: Path) -> list[str]:
             urls += n
     if urls == 0:
         problems.append("no git+https install URL found to point at this checkout")
+    for cell in notebook.cells:  # the raw server's files at a commit: the clone's, checked out there
+        if cell.cell_type == "code":
+            cell.source = RAW_URL.sub(lambda m: checkout_at(clone, m["revision"]).as_uri() + "/", cell.source)
     reset_venv(venv)
     with tempfile.TemporaryDirectory(prefix="colab-check-") as tmp:
         content = Path(tmp) / "content"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 
 import edition_numbers  # noqa: E402
@@ -108,3 +110,14 @@ def test_edition_pages_number_their_figures_from_one():
     assert edition["figure"] == {"ps-fig-a": (6, 1), "ps-fig-b": (6, 2), "ps-fig-c": (6, 3)}
     assert edition["exercise"] == {"ps-ex-1": (6, 1)}
     assert env.toc_fignumbers["book/06_hidden_token_attribution"]["figure"] == {"fig-a": (6, 1), "fig-b": (6, 2)}
+
+
+def test_count_of_writes_none_and_all_in_words():
+    from helpers.book.notebook import count_of
+
+    assert count_of(0, 36) == "none of the 36"
+    assert count_of(3, 36) == "3 of the 36"
+    assert count_of(8, 8) == "all 8"
+    assert count_of(2, 2) == "both" and count_of(1, 1) == "the one"
+    with pytest.raises(ValueError, match="not a part"):
+        count_of(9, 8)

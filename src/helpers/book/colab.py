@@ -42,6 +42,7 @@ from .colab_install import (  # noqa: F401  (HELPERS_INPUTS, OPTIONAL_WEIGHTS: n
     colab_upgrades,
     helpers_revision,
     install_lines,
+    records_lines,
     weight_pins,
 )
 from .colab_text import (
@@ -362,7 +363,8 @@ def edition(notebook_path: Path, links: BookLinks) -> NotebookNode:
     if READS_MODEL in setup.source and not decoder:
         choice = MODEL_CHOICE_EDITION.format(model=MPNET_MODEL) if paper_scale else model_choice(root, chapter)
     pins = weight_pins(root, decoder, paper_scale)
-    setup.source = install_lines(links, pins, decoder, colab_upgrades(root)) + choice + "\n" + setup.source
+    records = records_lines(root, links.repository) if chapter == "report" else ""
+    setup.source = install_lines(links, pins, decoder, colab_upgrades(root)) + choice + records + "\n" + setup.source
     if folded:
         tags = set(setup.metadata.get("tags", []))
         _fold(setup, SETUP_TITLE if "hide-input" in tags else "Setup and " + form_title(setup.source).lower())

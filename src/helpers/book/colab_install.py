@@ -18,6 +18,9 @@ from .colab_text import DIAGRAMS, BookLinks
 
 __all__ = [
     "HELPERS_INPUTS",
+    "RECORDS_INPUTS",
+    "records_revision",
+    "records_lines",
     "OPTIONAL_WEIGHTS",
     "helpers_revision",
     "helpers_requirement",
@@ -63,6 +66,83 @@ OPTIONAL_WEIGHTS = frozenset(MPNET_PACKAGES)  # pinned in the Makefile, in no ed
 HELPERS_INPUTS = ("src", "pyproject.toml", DIAGRAMS)
 """What an edition takes from the repository, the helpers it installs and the drawings its figures show:
 the commit that last changed these is the one it pins."""
+
+
+RECORDS_INPUTS = ("book/[0-9][0-9]_*.ipynb", "book/paper_scale/*.ipynb")
+"""The executed chapters whose scoreboards hold the claim records the report reads: the report's edition
+reads them from the commit that last changed one (:func:`records_revision`)."""
+
+RECORDS = """\
+# Colab: alone here, the report reads the book's committed run, the claim record in each chapter's scoreboard,
+# from the chapters' notebooks at commit {revision} of the repository. To report your own runs instead,
+# run the chapters' Colab editions in this runtime first: their records are read before these.
+import json, pathlib, urllib.error, urllib.request
+from helpers.book.records import committed_record, record_name, records_dir
+
+BOOK_AT_REVISION = "{raw}"
+for page in [{pages}]:
+    local = pathlib.Path(page)
+    if not local.exists():
+        local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with urllib.request.urlopen(BOOK_AT_REVISION + page, timeout=60) as response:
+                local.write_bytes(response.read())
+        except (urllib.error.URLError, OSError) as err:
+            raise RuntimeError(
+                f"The report reads the chapters' claim records, and {{page}} could not be fetched from "
+                f"{{BOOK_AT_REVISION}} ({{err}}): connect the runtime, or run the chapters here first."
+            ) from None
+    if not page.startswith("paper_scale/"):  # the report reads the edition's records from its pages
+        record = committed_record(local)
+        target = records_dir() / record_name(record["chapter"], record["model"])
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(record))
+"""
+
+
+def _git_output(root: Path, *args: str) -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise RuntimeError(f"the Colab editions read git at {root}, and it failed: {err}") from None
+    return done.stdout.strip()
+
+
+def records_revision(root: Path) -> str:
+    """The full hash of the last commit that changed an executed chapter (``RECORDS_INPUTS``) at ``root``:
+    the report's edition reads the chapters' committed records there. Refused while one has uncommitted
+    changes (a record not yet committed is not at any commit's address)."""
+    revision = _git_output(root, "log", "-1", "--format=%H", "--", *RECORDS_INPUTS)
+    if not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise RuntimeError(f"no commit has changed {RECORDS_INPUTS} in {root}: commit the chapters first")
+    if _git_output(root, "status", "--porcelain", "--untracked-files=no", "--", *RECORDS_INPUTS):
+        raise RuntimeError(
+            "the executed chapters have uncommitted changes: the report's Colab edition reads the committed "
+            "records; commit the chapters, then run make colab"
+        )
+    return revision
+
+
+def raw_address(repository: str, revision: str) -> str:
+    """The address of the repository's files at ``revision`` (GitHub's raw server), ending in ``/``."""
+    found = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", repository)
+    if not found:
+        raise ValueError(f"the report's edition reads files from GitHub's raw server; {repository!r} is not on GitHub")
+    return f"https://raw.githubusercontent.com/{found[1]}/{found[2]}/{revision}/"
+
+
+def records_lines(root: Path, repository: str) -> str:
+    """The lines that give the report's edition, run alone, the book's committed records (``RECORDS``)."""
+    revision = records_revision(root)
+    pages = sorted(p.relative_to(root / "book").as_posix() for pattern in RECORDS_INPUTS for p in root.glob(pattern))
+    return RECORDS.format(
+        revision=revision,
+        raw=raw_address(repository, revision) + "book/",
+        pages=", ".join(f'"{p}"' for p in pages),
+    )
 
 
 def helpers_revision(root: Path) -> str:

@@ -10,7 +10,7 @@ import torch
 
 from ..model.token_names import names_if_not_bert, own_token_names, special_token_names
 
-__all__ = ["setup_notebook", "glue", "residual_text"]
+__all__ = ["setup_notebook", "glue", "residual_text", "count_of"]
 
 
 def setup_notebook(seed: int = 0, threads: int | None = None) -> None:
@@ -84,3 +84,16 @@ def residual_text(value: float, bound: float) -> str:
         mantissa, exponent = f"{bound:.0e}".split("e")
         return f"{mantissa}e{int(exponent)}"
     return f"{value:.1e}"
+
+
+def count_of(count: int, total: int) -> str:
+    """How many of ``total`` in words a sentence can carry on with a noun: "none of the 36", "3 of the 36",
+    "all 36" ("both" for 2 of 2, "the one" for 1 of 1); never "0 of the 36" or "8 of the 8"."""
+    count, total = int(count), int(total)
+    if not 0 <= count <= total:
+        raise ValueError(f"count_of: {count} of {total} is not a part of a whole")
+    if count == 0:
+        return f"none of the {total}"
+    if count == total:
+        return "the one" if total == 1 else "both" if total == 2 else f"all {total}"
+    return f"{count} of the {total}"

@@ -162,8 +162,8 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
         "and glued in by this run; sentences that name the bundled model describe that model, not this one. "
         "The reproduction report sets the two verdicts of each claim side by side. One known limit: MPNet adds a "
         "relative-position bias to its attention logits, and the keys tests of chapters 3 and 4 (the rank of "
-        "the centred log of an attention matrix) do not subtract it, so on this page they judge a matrix that "
-        "is not of rank $d_v$ even for the model's own attention: read their results here as not applicable.\n```\n"
+        "the centred log of an attention matrix) do not subtract it: the model's own attention fails them, so "
+        "those chapters do not run them on this model and say so where they would.\n```\n"
     )
     text = f"{title} (paper scale)\n{note}{POINTER.sub('', rest)}"
     text = TIME_LINE.sub("**Time:** not yet measured (make paper-scale stamps it).", text, count=1)
@@ -195,11 +195,17 @@ def code_fingerprint(notebook: dict) -> str:
     return digest.hexdigest()
 
 
+NOT_IMPORTED_BY_A_RUN = ("book/colab.py", "book/colab_install.py", "book/colab_text.py")
+"""The writers of the Colab editions: no chapter imports them, so a change to them leaves a run's results as
+they were and does not stale an edition page."""
+
+
 def helpers_fingerprint(root: Path = HELPERS) -> str:
-    """sha256 of the helpers a run imports: every .py, .yaml, .jsonl and .txt file under ``root`` by path."""
+    """sha256 of the helpers a run imports: every .py, .yaml, .jsonl and .txt file under ``root`` by path
+    (but ``NOT_IMPORTED_BY_A_RUN``)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".jsonl", ".txt")):
-        if "__pycache__" in path.parts:
+        if "__pycache__" in path.parts or path.relative_to(root).as_posix() in NOT_IMPORTED_BY_A_RUN:
             continue
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -165,8 +165,10 @@ def model_comparison(
     second: list[dict],
     *others: list[dict],
     carried: dict[tuple[str, str], tuple[str, str]] | None = None,
+    kind: str = "paper",
 ) -> pd.DataFrame:
-    """The paper's claims of the chapters both encoders' record lists cover, one row each, a column per model.
+    """The paper's claims of the chapters both encoders' record lists cover, one row each, a column per model
+    (``kind="finding"``: the book's findings, "holds" counting as holding).
 
     first, second: chapter records (``load_records`` / ``committed_record``) of the two encoders compared.
     others: record lists of further models, one model each (the decoder; a run supplied from elsewhere, such
@@ -188,7 +190,7 @@ def model_comparison(
         found = {}
         for r in records:
             for c in r["claims"]:
-                if c["kind"] != "paper":
+                if c["kind"] != kind:
                     continue
                 key = (r["chapter"], c["id"])
                 if follow and key in carried:
@@ -197,6 +199,9 @@ def model_comparison(
                     found.setdefault(key, (r["model"], c))
         return found
 
+    if kind not in ("paper", "finding"):
+        raise ValueError(f"kind must be 'paper' or 'finding', not {kind!r}: checks have no verdict to compare")
+    holding = HOLDING if kind == "paper" else ("holds",)
     one, two = by_id(first), by_id(second)
     keys = sorted(one.keys() & two.keys())
     encoders = [one[keys[0]][0], two[keys[0]][0]] if keys else []
@@ -212,7 +217,7 @@ def model_comparison(
     for key in keys:
         (model_a, a), (model_b, b) = one[key], two[key]
         apart = a["verdict"] in COUNTED_APART or b["verdict"] in COUNTED_APART
-        held = (a["verdict"] in HOLDING) + (b["verdict"] in HOLDING)
+        held = (a["verdict"] in holding) + (b["verdict"] in holding)
         row = {
             "chapter": key[0], "id": key[1], "claim": merged_claim(a["claim"], b["claim"]),
             model_a: a["verdict"], f"{model_a}: figure": a["measured"],

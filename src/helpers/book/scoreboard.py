@@ -354,7 +354,7 @@ _BOUND = re.compile(r"\s*\(bound ([^,()]+), from the paper\)")
 # what each verdict of a paper claim says about its interval, in words
 _VERDICT_READING = {
     "in direction only": "the interval clears the control, but the published figure lies outside it",
-    "inconclusive": "the interval holds its bound, so it decides neither way",
+    "inconclusive": "the interval contains its bound, so it decides neither way",
     "not reproduced": "the interval clears its bound on the other side",
     "premise absent": "the premise the claim presumes is absent on this model, so its figure, shown, is counted "
     "apart from the reproductions and the failures",
@@ -386,13 +386,13 @@ def departure_sentences(row: dict) -> str:
         if bound and not reversed_ and row["verdict"] == "not reproduced":
             reading = f"the interval lies wholly on the other side of the published bound, {bound[1]}"
         elif bound and row["verdict"] == "inconclusive":  # which interval, which bound: the figure's, the paper's
-            reading = f"this model's interval holds the published bound, {bound[1]}, so it decides neither way"
+            reading = f"this model's interval contains the published bound, {bound[1]}, so it decides neither way"
         elif paired and row["verdict"] == "inconclusive":
             span = re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]", paired)
             reading = (
-                "the paired difference's interval holds zero, so it decides neither way"
+                "the paired difference's interval contains zero, so it decides neither way"
                 if span and float(span[1]) <= 0 <= float(span[2])
-                else "the paired difference clears the control, but this model's interval holds the claim's "
+                else "the paired difference clears the control, but this model's interval contains the claim's "
                 "threshold, so it decides neither way"
             )
         else:

@@ -28,7 +28,7 @@ one against                not reproduced                              does not 
 Before that: a claim on fewer than :data:`MIN_SEQUENCES` sequences gets **too few
 sequences** (what its interval says goes into the note), counted apart; a paper claim
 whose premise (a property of the model it presumes, checked first) is absent gets
-**premise absent**. So no negative verdict rests on an interval that holds its bound.
+**premise absent**. So no negative verdict rests on an interval that contains its bound.
 """
 
 from __future__ import annotations

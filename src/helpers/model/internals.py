@@ -27,6 +27,19 @@ from transformers import PreTrainedModel
 
 from .numbering import layer_index, layer_number
 
+INPUT_PARTS = {
+    "bert": "token + segment + position",
+    "electra": "token + segment + position",
+    "albert": "token + segment + position",
+    "roberta": "token + segment + position",  # one token type, added all the same
+    "distilbert": "token + position",
+    "mpnet": "token + position",  # relative positions enter the attention scores as a bias as well
+    "gpt2": "token + position",
+    "llama": "token (positions enter through the rotary embedding of Q and K)",
+    "qwen2": "token (positions enter through the rotary embedding of Q and K)",
+}
+"""What the input embeddings x sum, per family (``Internals.input_parts``)."""
+
 
 @dataclass
 class Internals:
@@ -36,7 +49,7 @@ class Internals:
     """
 
     input_ids: torch.Tensor  # (n,)
-    x: torch.Tensor  # (n, d)  x: token + segment + position, before the embedding LayerNorm
+    x: torch.Tensor  # (n, d)  the input embeddings (``input_parts``), before any embedding LayerNorm
     E: torch.Tensor  # (L, n, d)  input of each layer
     Q: torch.Tensor  # (L, h, n, d_v)
     K: torch.Tensor  # (L, h, n, d_v)
@@ -57,6 +70,11 @@ class Internals:
     # (L, h, n, n) added to Q K^T / sqrt(d_v) before the softmax (MPNet's relative-position bias,
     # the same in every layer); None: no bias (BERT and the generic capture)
     position_bias: torch.Tensor | None = None
+
+    @property
+    def input_parts(self) -> str:
+        """What x sums, in this family: "token + segment + position" for BERT, "token + position" for MPNet."""
+        return INPUT_PARTS.get(self.family, "token + position")
 
     @property
     def num_layers(self) -> int:
@@ -91,7 +109,7 @@ class Internals:
     def shape_table(self) -> list[dict]:
         """One row per tensor: name, shape (as a string), what it holds."""
         rows = [
-            ("x", self.x, "input embeddings: token + segment + position"),
+            ("x", self.x, f"input embeddings: {self.input_parts}"),
             ("E", self.E, "input of each layer"),
             ("Q, K", self.Q, "queries and keys per head"),
             ("V", self.V, "values per head, E W^V + b^V"),
