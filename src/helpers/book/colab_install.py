@@ -107,7 +107,9 @@ def _git_output(root: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as err:
-        raise RuntimeError(f"the Colab editions read git at {root}, and it failed: {err}") from None
+        raise RuntimeError(
+            f"the Colab editions pin commits of the repository, and git failed at {root}: {err}"
+        ) from None
     return done.stdout.strip()
 
 
@@ -155,22 +157,11 @@ def helpers_revision(root: Path) -> str:
     Commit helper and drawing changes before ``make colab``: an uncommitted change is not installable
     (an uncommitted drawing is not at the commit's raw address) and is refused.
     """
-    import subprocess
-
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True)
-        except (OSError, subprocess.CalledProcessError) as err:
-            raise RuntimeError(
-                f"the Colab editions pin a commit of the repository, and git could not read one at {root}: {err}"
-            ) from None
-        return done.stdout.strip()
-
-    revision = git("log", "-1", "--format=%H", "--", *HELPERS_INPUTS)
+    revision = _git_output(root, "log", "-1", "--format=%H", "--", *HELPERS_INPUTS)
     if not re.fullmatch(r"[0-9a-f]{40}", revision):
         raise RuntimeError(f"no commit has changed {HELPERS_INPUTS} in {root}: commit the helpers first")
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", *HELPERS_INPUTS)
-    untracked = git("ls-files", "--others", "--exclude-standard", "--", DIAGRAMS)
+    changed = _git_output(root, "status", "--porcelain", "--untracked-files=no", "--", *HELPERS_INPUTS)
+    untracked = _git_output(root, "ls-files", "--others", "--exclude-standard", "--", DIAGRAMS)
     if changed or untracked:
         raise RuntimeError(
             f"{', '.join(HELPERS_INPUTS)} have uncommitted changes: an edition can only install committed "
