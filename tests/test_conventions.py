@@ -93,10 +93,10 @@ def test_probe_tables(model, tokenizer, pairs):
 
 
 def test_finetuning_tables(model, tokenizer, pairs):
-    finetuning = helpers.drivers.finetuning
-    table = finetuning.sink_attention_by_example(model, tokenizer, pairs[:3])
+    finetuning, sinks = helpers.drivers.finetuning, helpers.drivers.sinks
+    table = sinks.sink_attention_by_example(model, tokenizer, pairs[:3])
     check_numbering(table, "sink_attention_by_example", per_head=False)
-    check_numbering(finetuning.sink_removed_by_layer(table), "sink_removed_by_layer", per_head=False)
+    check_numbering(sinks.sink_removed_by_layer(table), "sink_removed_by_layer", per_head=False)
     check_numbering(
         finetuning.naive_identifiability_by_example(model, tokenizer, pairs[:3]), "naive_identifiability_by_example"
     )

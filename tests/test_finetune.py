@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.drivers import finetuning
+from helpers.drivers import finetuning, sinks
 from helpers.model.corpus import Example
 
 from .conftest import make_tiny_bert
@@ -122,10 +122,10 @@ def test_length_bucketed_batches_cover_every_pair_once_and_pad_less():
 def test_sink_attention_by_example_matches_the_table_and_its_random_control(tokenizer, one_thread):
     model = make_tiny_bert(num_layers=2, heads=2, hidden=16)  # d_v = 8
     pairs = _pairs(4) + [Example("short", "yes", "no", 1, "test")]  # the last has n = 5 <= d_v
-    table = finetuning.sink_attention_by_example(model, tokenizer, pairs)
+    table = sinks.sink_attention_by_example(model, tokenizer, pairs)
     assert list(table.columns) == ["example", "n", "layer", "raw", "effective", "random_effective", "rank", "sink"]
     assert len(table) == len(pairs) * 2 and set(table.layer) == {1, 2}
-    pooled = finetuning.sink_attention_table(model, tokenizer, pairs)
+    pooled = sinks.sink_attention_table(model, tokenizer, pairs)
     means = table.groupby("layer")[["raw", "effective"]].mean()
     assert means.raw.to_numpy() == pytest.approx(pooled.raw.to_numpy(), rel=1e-6)
     assert means.effective.to_numpy() == pytest.approx(pooled.effective.to_numpy(), rel=1e-5)
@@ -137,20 +137,45 @@ def test_sink_attention_by_example_matches_the_table_and_its_random_control(toke
     long = table[table.n > table["rank"]]  # every head of rank 8: the random expectation keeps 8 / n
     assert long.random_effective.to_numpy() == pytest.approx((long.raw * 8 / long.n).to_numpy(), rel=1e-9)
 
-    shares = finetuning.sink_removed_share(table)
+    shares = sinks.sink_removed_share(table)
     assert list(shares.columns) == ["example", "n", "removed", "random"]
     assert 4 not in set(shares.example)  # the text without a null space never enters
     first = table[table.example == 0]
     assert shares.removed.iloc[0] == pytest.approx(1 - first.effective.sum() / first.raw.sum())
     assert shares.random.iloc[0] == pytest.approx(1 - 8 / first.n.iloc[0])
-    per_layer = finetuning.sink_removed_share(table, by_layer=True)
+    per_layer = sinks.sink_removed_share(table, by_layer=True)
     assert len(per_layer) == 4 * 2
-    layers = finetuning.sink_removed_by_layer(table)
+    layers = sinks.sink_removed_by_layer(table)
     assert list(layers.layer) == [1, 2]
     assert (layers.removed_low <= layers.removed).all() and (layers.removed <= layers.removed_high).all()
     assert layers.random.to_numpy() == pytest.approx(per_layer.groupby("layer").random.mean().to_numpy())
     with pytest.raises(ValueError, match="sink_attention_by_example"):
-        finetuning.sink_removed_share(table.drop(columns="rank"))
+        sinks.sink_removed_share(table.drop(columns="rank"))
+
+
+def test_a_sink_class_takes_every_token_of_the_class_and_the_heaviest_follows_chapter_4(tokenizer, one_thread):
+    model = make_tiny_bert(num_layers=2, heads=2, hidden=16)
+    pairs = _pairs(4) + [Example("plain", "yes", "no", 1, "test")]  # the last has no punctuation
+    by_class = sinks.sink_attention_by_example(model, tokenizer, pairs, sink_class="punctuation")
+    assert set(by_class.sink) == {"punctuation"}
+    for index, example in enumerate(pairs):
+        internals = helpers.capture(model, helpers.encode(tokenizer, example.text_a, example.text_b, model=model))
+        masks = helpers.methods.tokens.token_classes(tokenizer.convert_ids_to_tokens(internals.input_ids.tolist()))
+        expected = helpers.methods.tokens.attention_to(internals.A, masks["punctuation"]).mean(-1)
+        got = by_class[by_class.example == index].raw.to_numpy()
+        assert got == pytest.approx(expected.numpy(), abs=1e-7)
+    assert (by_class[by_class.example == 4].raw == 0).all()
+    assert 4 not in set(sinks.sink_removed_share(by_class).example)  # no punctuation: left out
+    # chapter 4's rule: the class with the most raw attention, over examples, heads and queries, then layers
+    means = {
+        c: sinks.sink_attention_by_example(model, tokenizer, pairs, sink_class=c, progress=False).raw.mean()
+        for c in helpers.methods.tokens.SINK_CLASSES
+    }
+    assert sinks.heaviest_class(model, tokenizer, pairs, progress=False) == max(means, key=means.get)
+    with pytest.raises(ValueError, match="sink_class must be one of"):
+        sinks.sink_attention_by_example(model, tokenizer, pairs, sink_class="[MASK]")
+    with pytest.raises(ValueError, match="classes must be a non-empty subset"):
+        sinks.heaviest_class(model, tokenizer, pairs, classes=("other",))
 
 
 def test_naive_identifiability_by_example_pools_to_the_table(tokenizer, one_thread):

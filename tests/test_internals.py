@@ -138,3 +138,24 @@ def test_the_layer_by_layer_path_names_the_families_it_covers():
     model = GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16))
     with pytest.raises(ValueError, match="covers bert, mpnet"):
         helpers.model.internals.attention_parts(model, 1)
+
+
+def test_input_parts_refuse_an_unknown_family_and_head_bias_reads_the_position_bias(tiny_model, tokenizer):
+    import dataclasses
+
+    internals = helpers.capture(tiny_model, helpers.encode(tokenizer, "a short text"))
+    assert internals.head_bias(0, 0) is None  # BERT adds no bias
+    with pytest.raises(ValueError, match="No input parts are recorded for family 'unknown'"):
+        _ = dataclasses.replace(internals, family="unknown").input_parts
+    biased = dataclasses.replace(internals, position_bias=torch.randn(internals.A.shape))
+    assert torch.equal(biased.head_bias(1, 2), biased.position_bias[1, 2])
+
+
+def test_position_parts_name_what_x_adds_to_the_word():
+    position_parts = helpers.model.internals.position_parts
+    assert position_parts("bert") == "position + segment embeddings"
+    assert position_parts("mpnet") == "position embeddings"
+    with pytest.raises(ValueError, match="nothing but the token"):
+        position_parts("llama")
+    with pytest.raises(ValueError, match="No input parts"):
+        position_parts("t5")

@@ -138,3 +138,38 @@ def test_d_k_at_least_n_allows_every_alternative(one_thread):
         assert found.output_error < 1e-8 and found.rank_distance < 1e-12
         assert found.toward_target > 0.99  # it reaches the null-space alternative itself
         assert float((found.attention - target).abs().max()) < 1e-4
+
+
+# ---- a fixed logit bias (MPNet's relative-position bias): the test subtracts it
+def test_a_fixed_bias_is_subtracted_before_the_rank_test(one_thread):
+    Q, K, T = _random_qk(10, 2, 5, seed=7)
+    g = torch.Generator().manual_seed(8)
+    bias = torch.randn(10, 10, generator=g, dtype=torch.float64)
+    A = helpers.model.internals.attention_from_qk(Q, K, bias)
+    assert float(keys.logit_rank_distance(A, 2, bias)) < 1e-12
+    assert float(keys.logit_rank_distance(A, 2)) > 1e-2  # without the bias the same A looks unproducible
+    # the search keeps the biased head's output and stays producible with the bias
+    P = helpers.methods.lp_bounds.extreme_alternative(A, T, -A)
+    found = keys.producible_alternative(Q, K, T, (A + P) / 2, steps=100, bias=bias)
+    assert found.output_error < 1e-6 and found.rank_distance < 1e-8
+    assert found.toward_target > 0.05
+    rebuilt = torch.softmax(found.queries @ found.keys.T / 2**0.5 + bias, dim=-1)
+    assert torch.allclose(rebuilt, found.attention, atol=1e-12)
+    # the Jacobian count and the same-keys freedom read the biased softmax too
+    r = keys.output_basis(T).shape[1]
+    assert keys.producible_dimension(Q, K, T, bias=bias) == keys.dimension_count(10, 2, r)
+    assert keys.same_keys_freedom(Q, K, T, bias=bias).shape == (10,)
+    with pytest.raises(ValueError, match="bias must be a tensor ending in"):
+        keys.logit_rank_distance(A, 2, torch.zeros(3, 3))
+
+
+def test_a_real_mpnet_head_is_producible_with_its_position_bias():
+    from .test_capture_mpnet import make_mpnet_tokenizer, make_tiny_mpnet
+
+    tokenizer = make_mpnet_tokenizer()
+    model = make_tiny_mpnet(len(tokenizer))
+    internals = helpers.capture(model, helpers.encode(tokenizer, "the cat sat on the mat and looked at the dog"))
+    d_v = internals.Q.shape[-1]
+    for layer in range(internals.A.shape[0]):
+        bias = internals.position_bias[layer]
+        assert float(keys.logit_rank_distance(internals.A[layer], d_v, bias).max()) < 1e-5  # float32 softmax

@@ -349,7 +349,7 @@ def test_sweep_tables(tokenizer, one_thread):
     assert orders.loc["globenc", ("vs HTA (last layer)", "last")] == table.loc["globenc rollout", 2]
     assert orders.loc["globenc", ("vs HTA (last layer)", "first")] == table.loc["globenc rollout (normalise first)", 2]
     gap = helpers.drivers.mixing.rollout_order_gap(model, tokenizer, examples[:1])
-    assert list(gap.columns) == [1, 2, "[CLS] row Spearman"] and list(gap.index) == ["e0"]
+    assert list(gap.columns) == [1, 2, "first-token row Spearman"] and list(gap.index) == ["e0"]
     assert gap.loc["e0", 1] < 1e-6 < gap.loc["e0", 2]  # the orders differ only once a product is taken
 
 

@@ -139,7 +139,7 @@ def _pair_examples():
 
 
 def test_sink_attention_table(tiny_model, tokenizer, one_thread):
-    table = helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, _pair_examples())
+    table = helpers.drivers.sinks.sink_attention_table(tiny_model, tokenizer, _pair_examples())
     L = tiny_model.config.num_hidden_layers
     assert list(table.layer) == list(range(1, L + 1))
     assert ((table.raw > 0) & (table.raw <= 1)).all()
@@ -148,17 +148,32 @@ def test_sink_attention_table(tiny_model, tokenizer, one_thread):
     example = _pair_examples()[0]
     internals = helpers.capture(tiny_model, helpers.encode(tokenizer, example.text_a, example.text_b))
     sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-    one = helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, [example])
+    one = helpers.drivers.sinks.sink_attention_table(tiny_model, tokenizer, [example])
     assert one.raw.iloc[0] == pytest.approx(float(internals.A[0, :, :, sink].mean()), rel=1e-5)
-    as_tuple = helpers.drivers.finetuning.sink_attention_table(
-        tiny_model, tokenizer, [(example.text_a, example.text_b)]
-    )
+    as_tuple = helpers.drivers.sinks.sink_attention_table(tiny_model, tokenizer, [(example.text_a, example.text_b)])
     assert as_tuple.raw.tolist() == one.raw.tolist()  # records may be Examples or (text, text_pair) tuples
     with pytest.raises(ValueError, match="No examples"):
-        helpers.drivers.finetuning.sink_attention_table(tiny_model, tokenizer, [])
+        helpers.drivers.sinks.sink_attention_table(tiny_model, tokenizer, [])
 
 
 def test_naive_identifiability_table(tiny_model, tokenizer, one_thread):
     table = helpers.drivers.identifiability.naive_identifiability_table(tiny_model, tokenizer, _pair_examples())
     assert list(table.hidden_state) == list(range(tiny_model.config.num_hidden_layers + 1))
     assert ((table.rate >= 0) & (table.rate <= 1)).all()
+
+
+def test_rank_shortfall_counts_as_the_sweep_and_shows_the_cut(tiny_model, tokenizer, one_thread):
+    examples = _pair_examples()
+    table = helpers.effective_attention_sweep(tiny_model, tokenizer, examples, progress=False, random_control=False)
+    cells = table.head(4)
+    shortfall = helpers.drivers.effective.rank_shortfall(tiny_model, tokenizer, examples, cells)
+    assert list(shortfall.columns) == ["example", "n", "layer", "head", "rank", "kept", "dropped"]
+    assert shortfall["rank"].tolist() == cells["rank"].tolist()
+    # a coarse tolerance cuts singular values the default keeps: the cut lies between kept and dropped
+    coarse = helpers.drivers.effective.rank_shortfall(tiny_model, tokenizer, examples, cells, rtol=0.3)
+    assert (coarse["rank"] < shortfall["rank"]).all()
+    assert ((coarse.dropped <= 0.3) & (coarse.kept > 0.3)).all()
+    with pytest.raises(ValueError, match="not in examples"):
+        helpers.drivers.effective.rank_shortfall(tiny_model, tokenizer, examples, cells.assign(example="zz"))
+    with pytest.raises(ValueError, match="cells needs the columns"):
+        helpers.drivers.effective.rank_shortfall(tiny_model, tokenizer, examples, cells.drop(columns="head"))

@@ -160,10 +160,10 @@ def edition_notebook(chapter_notebook: dict, chapter: str) -> dict:
         f"{EDITION_MODEL} (MPNet: 12 layers, 12 heads of size $d_v = 64$, BERT-Base's shape) instead of the "
         "bundled all-MiniLM-L6-v2. Every number, figure and verdict on this page is this model's, computed "
         "and glued in by this run; sentences that name the bundled model describe that model, not this one. "
-        "The reproduction report sets the two verdicts of each claim side by side. One known limit: MPNet adds a "
-        "relative-position bias to its attention logits, and the keys tests of chapters 3 and 4 (the rank of "
-        "the centred log of an attention matrix) do not subtract it: the model's own attention fails them, so "
-        "those chapters do not run them on this model and say so where they would.\n```\n"
+        "The reproduction report sets the two verdicts of each claim side by side. MPNet adds a relative-position "
+        "bias to its attention logits before the softmax; it is fixed (the same whatever the queries and keys), "
+        "so the keys tests of chapters 3 and 4 subtract it before taking the rank of the centred log, and the "
+        "search for producible alternatives adds it to the logits it builds.\n```\n"
     )
     text = f"{title} (paper scale)\n{note}{POINTER.sub('', rest)}"
     text = TIME_LINE.sub("**Time:** not yet measured (make paper-scale stamps it).", text, count=1)

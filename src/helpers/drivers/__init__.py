@@ -3,7 +3,8 @@
 One module per chapter family: :mod:`~helpers.drivers.ranks` (chapter 2),
 :mod:`~helpers.drivers.effective` and :mod:`~helpers.drivers.embedding_edits` (4), :mod:`~helpers.drivers.identifiability` (5),
 :mod:`~helpers.drivers.attribution` (6), :mod:`~helpers.drivers.mixing` (7),
-:mod:`~helpers.drivers.finetuning` and :mod:`~helpers.drivers.identifiability_controls` (8), :mod:`~helpers.drivers.decoder` and
+:mod:`~helpers.drivers.finetuning`, :mod:`~helpers.drivers.sinks` and
+:mod:`~helpers.drivers.identifiability_controls` (8), :mod:`~helpers.drivers.decoder` and
 :mod:`~helpers.drivers.interventions` (9). Tables are
 DataFrames in the book's numbering: ``layer`` 1..L, ``head`` 1..h, ``hidden_state`` 0..L.
 """

@@ -219,3 +219,45 @@ def removal_by_text(table: pd.DataFrame, token_class: str, per_layer: bool = Fal
     out["leverage"] = sums["leverage"] / sums["raw"]
     out["leverage_rest"] = sums["leverage_rest"] / sums["raw"]
     return out.reset_index()
+
+
+def rank_shortfall(
+    model, tokenizer, examples: Sequence, cells: pd.DataFrame, rtol: float = DEFAULT_RTOL
+) -> pd.DataFrame:
+    """Why a head's rank falls short of min(n, d_v): its value matrix's singular values around the cut.
+
+    ``cells``: rows with ``example`` (an ``Example.id`` of ``examples``), ``layer`` and ``head``
+    (from 1), e.g. the rows of ``effective_attention_sweep``'s table whose ``null_dim`` is not
+    max(0, n - d_v). For each: ``n``, ``rank`` (singular values of V above ``rtol`` times the
+    largest, as the sweep counts), ``kept`` (the smallest of those, relative to the largest) and
+    ``dropped`` (the largest one under the cut, relative; NaN when none is). A ``dropped`` just
+    under ``rtol`` is a near-tie with the tolerance; one orders of magnitude under it is a
+    direction the rows of V truly lack (e.g. two tokens whose hidden states coincide).
+    """
+    missing = {"example", "layer", "head"} - set(cells.columns)
+    if missing:
+        raise ValueError(f"cells needs the columns {sorted(missing)} (example, layer and head, from 1).")
+    by_id = {getattr(e, "id", None): (i, e) for i, e in enumerate(check_records(examples))}
+    unknown = sorted(set(cells["example"]) - set(by_id))
+    if unknown:
+        raise ValueError(f"cells names examples not in examples: {unknown[:5]}.")
+    rows = []
+    for example, group in cells.groupby("example", sort=False):
+        index, record = by_id[example]
+        internals = capture(model, encode(tokenizer, *text_pair_of(record, index), model=model))
+        for layer, head in zip(group["layer"], group["head"], strict=True):
+            S = torch.linalg.svdvals(internals.V[int(layer) - 1, int(head) - 1].double())
+            relative = S / S[0]
+            above = relative > rtol
+            rows.append(
+                {
+                    "example": example,
+                    "n": internals.n,
+                    "layer": int(layer),
+                    "head": int(head),
+                    "rank": int(above.sum()),
+                    "kept": float(relative[above].min()),
+                    "dropped": float(relative[~above].max()) if bool((~above).any()) else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows, columns=["example", "n", "layer", "head", "rank", "kept", "dropped"])

@@ -30,17 +30,12 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from ..methods.effective import effective_attention_and_rank
-from ..methods.intervals import bootstrap
-from ..methods.linalg import DEFAULT_RTOL
 from ..methods.probes import nearest_in_sequence
-from ..methods.tokens import attention_to
-from ..model.capture import capture
 from ..model.checks import LINEARISED_ENCODERS, check_autograd, check_supported
 from ..model.corpus import Split, check_records
-from ..model.numbering import check_count, check_integer, layer_number
+from ..model.numbering import check_count, check_integer
 from ..model.progress import progress_bar, step_bar
-from ..model.text import encode, text_pair_of, token_limit
+from ..model.text import token_limit
 from .identifiability import collect_hidden_tokens
 
 # the families fine_tune trains a classifier on: BERT and MPNet (its first token, <s>, in place of [CLS])
@@ -56,11 +51,7 @@ __all__ = [
     "accuracy",
     "majority_baseline",
     "shuffled_labels",
-    "sink_attention_table",
-    "sink_attention_by_example",
     "naive_identifiability_by_example",
-    "sink_removed_share",
-    "sink_removed_by_layer",
 ]
 
 
@@ -320,67 +311,6 @@ def majority_baseline(train: Sequence, test: Sequence) -> float:
     return float(np.mean([int(e.label) == majority for e in test]))
 
 
-def sink_attention_table(model: PreTrainedModel, tokenizer, examples: Sequence) -> pd.DataFrame:
-    """Raw and effective attention to each sequence's sink token, per layer, averaged over examples.
-
-    The sink of a sequence is the token that receives the most raw attention
-    (summed over layers, heads and queries), chosen by data. For each layer:
-    ``raw`` = mean over heads and queries of A[i, sink] (a share of 1) and
-    ``effective`` = the same of A_eff. Returns ``layer, raw, effective, sink,
-    sink_share``: the most common sink token and the share of examples whose sink it is.
-    The layer means of ``sink_attention_by_example``.
-    """
-    table = sink_attention_by_example(model, tokenizer, examples, progress=False)
-    sinks = table.groupby("example").sink.first().tolist()
-    common = max(sorted(set(sinks)), key=sinks.count)
-    means = table.groupby("layer")[["raw", "effective"]].mean()
-    return means.reset_index().assign(sink=common, sink_share=sinks.count(common) / len(sinks))
-
-
-def sink_attention_by_example(
-    model: PreTrainedModel, tokenizer, examples: Sequence, progress: bool = True
-) -> pd.DataFrame:
-    """Per example and layer: raw and effective attention to the example's sink, and what a
-    random column space of the same rank would keep (the null-space control of PAPER.md §9).
-
-    The sink is chosen as in ``sink_attention_table`` (the token with the most raw attention).
-    For a random r-dimensional column space of an n-token head the expected kept part of a
-    weight a_j is a_j r / n, so ``random_effective`` = mean over heads and queries of
-    A[i, sink] r_h / n, with r_h the numerical rank of the head's T. Returns ``example``
-    (index into ``examples``), ``n``, ``layer``, ``raw``, ``effective``, ``random_effective``
-    ``rank`` (the largest r_h of the layer: every head has a null space when n > rank) and
-    ``sink`` (the sink's token). ``progress``: a bar over the examples.
-    """
-    examples = check_records(examples)
-    frames = []
-    for index, example in enumerate(progress_bar(examples, "sink attention", progress)):
-        encoding = encode(tokenizer, *text_pair_of(example, index), model=model)
-        internals = capture(model, encoding)
-        if internals.causal:
-            raise ValueError("sink_attention_by_example needs a bidirectional encoder; got a causal model.")
-        n = internals.n
-        sink = int(internals.A.sum(dim=(0, 1, 2)).argmax())
-        mask = torch.zeros(n, dtype=torch.bool, device=internals.A.device)
-        mask[sink] = True
-        split, rank = effective_attention_and_rank(internals.A, None, internals.V, internals.H, DEFAULT_RTOL)
-        raw = attention_to(internals.A, mask)  # (L, h)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "example": index,
-                    "n": n,
-                    "layer": [layer_number(i) for i in range(raw.shape[0])],
-                    "raw": raw.mean(-1).cpu().numpy(),
-                    "effective": attention_to(split.effective, mask).mean(-1).cpu().numpy(),
-                    "random_effective": (raw * rank.double() / n).mean(-1).cpu().numpy(),
-                    "rank": rank.max(-1).values.cpu().numpy(),
-                    "sink": tokenizer.convert_ids_to_tokens(int(internals.input_ids[sink])),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
-
-
 def naive_identifiability_by_example(
     model: PreTrainedModel, tokenizer, examples: Sequence, distance: str = "cosine", progress: bool = True
 ) -> pd.DataFrame:
@@ -405,45 +335,3 @@ def naive_identifiability_by_example(
             )
         )
     return pd.concat(rows, ignore_index=True)
-
-
-def sink_removed_share(table: pd.DataFrame, by_layer: bool = False) -> pd.DataFrame:
-    """The share of the sink's raw attention that effective attention removes, and a random column space's.
-
-    table: ``sink_attention_by_example``'s. Per example (over all its layers), or per example
-    and layer: ``removed`` = 1 - effective / raw and ``random`` = 1 - random_effective / raw
-    (the expected removed share for a random column space of each head's rank, 1 - r/n).
-    Only examples with n > rank enter (every head has a null space): a shorter text has
-    none, so its removed share is 0 by construction and says nothing about the sink.
-    Returns ``example``, (``layer``,) ``n``, ``removed``, ``random``.
-    """
-    missing = {"example", "layer", "n", "rank", "raw", "effective", "random_effective"} - set(table.columns)
-    if missing:
-        raise ValueError(f"table lacks the columns {sorted(missing)}: pass sink_attention_by_example's table.")
-    long = table[table.n > table["rank"]]
-    keys = ["example", "layer"] if by_layer else ["example"]
-    sums = long.groupby(keys)[["raw", "effective", "random_effective"]].sum()
-    return pd.DataFrame(
-        {
-            "n": long.groupby(keys).n.first(),
-            "removed": 1 - sums.effective / sums.raw,
-            "random": 1 - sums.random_effective / sums.raw,
-        }
-    ).reset_index()
-
-
-def sink_removed_by_layer(table: pd.DataFrame) -> pd.DataFrame:
-    """Per layer, the mean removed share of the sink's attention and its random expectation, with
-    95% intervals over examples (``sink_removed_share(by_layer=True)``, bootstrapped per layer).
-
-    Returns ``layer, removed, removed_low, removed_high, random, random_low, random_high``.
-    """
-    shares = sink_removed_share(table, by_layer=True)
-    rows = []
-    for layer, part in shares.groupby("layer"):
-        row = {"layer": layer}
-        for column in ("removed", "random"):
-            estimate = bootstrap(part[column].to_numpy())
-            row |= {column: estimate.value, f"{column}_low": estimate.low, f"{column}_high": estimate.high}
-        rows.append(row)
-    return pd.DataFrame(rows)

@@ -372,7 +372,7 @@ def rollout_order_gap(model, tokenizer, examples: Iterable, measure: str = "glob
 
     Columns 1..L: the largest |difference| between the scores rolled out
     "normalise_last" and "normalise_first" after each layer (a share of a row's
-    mass); "[CLS] row Spearman": the Spearman correlation of the two orders' last
+    mass); "first-token row Spearman": the Spearman correlation of the two orders' last
     rows for the first token, the row GlobEnc's Table 1 scores.
     """
     rows, index = [], []
@@ -386,7 +386,7 @@ def rollout_order_gap(model, tokenizer, examples: Iterable, measure: str = "glob
         rows.append([*map(float, gap), spearman(last.scores[-1, 0], first.scores[-1, 0])])
         index.append(example.id)
     layers = list(range(1, len(rows[0]))) if rows else []
-    table = pd.DataFrame(rows, index=index, columns=[*layers, "[CLS] row Spearman"])
+    table = pd.DataFrame(rows, index=index, columns=[*layers, "first-token row Spearman"])
     return table.rename_axis(index="example", columns="layer")
 
 

@@ -245,7 +245,7 @@ def producible_reach(
     (numbered from 1) of layer ``layer``: the target is the midpoint of A and its
     least-overlapping vertex P (valid, same output), and
     ``keys.producible_alternative`` searches queries and keys of the head size toward
-    it. Returns one row per (encoding, head): ``example``, ``n``, ``head``,
+    it (with the model's position bias added to their logits, where it has one). Returns one row per (encoding, head): ``example``, ``n``, ``head``,
     ``entropy`` (mean row entropy of A, nats), ``toward`` (the share of the way to the
     midpoint, 1: reached), ``output_error``, ``rank_distance`` and ``max_change``.
     """
@@ -261,7 +261,13 @@ def producible_reach(
             P = extreme_alternative(A, T, -A, progress=False)
             target = (A.double() + P) / 2
             found = producible_alternative(
-                internals.Q[li, hi], internals.K[li, hi], T, target, steps=steps, polish_steps=polish_steps
+                internals.Q[li, hi],
+                internals.K[li, hi],
+                T,
+                target,
+                steps=steps,
+                polish_steps=polish_steps,
+                bias=internals.head_bias(li, hi),
             )
             A64 = A.double()
             table.append(

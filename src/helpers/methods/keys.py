@@ -9,6 +9,10 @@ keys of size d_v produce is exactly one whose row-centred log has rank <= d_v:
 
 and A' must be strictly positive (a zero weight needs an infinite logit).
 
+A model that adds a fixed bias B (n, n) to the logits (MPNet's relative-position
+bias) produces softmax(Q K^T / sqrt(d_v) + B): the test is then on
+C(A') - C(B), and every function here takes that ``bias`` (None: no bias, BERT).
+
 * ``logit_rank_distance``: the singular values of C(A') beyond d_v, as a share
   of the total energy, sqrt(sum_{k > d_v} s_k^2 / sum_k s_k^2); 0 for a
   producible A', ``inf`` where A' has a zero entry.
@@ -18,7 +22,7 @@ and A' must be strictly positive (a zero weight needs an infinite logit).
   alternatives with the same output, counted from Jacobian ranks (small cases);
   ``dimension_count`` gives the generic count d_v (2n - 1 - d_v) - n r.
 * ``producible_alternative``: a search for such an alternative: queries and
-  keys (n, d_v) optimised so that softmax(P R^T) moves toward a target (e.g.
+  keys (n, d_v) optimised so that softmax(P R^T + B) moves toward a target (e.g.
   one of chapter 3's null-space alternatives) while keeping the output A T.
 
 Tensors in, tensors and small dataclasses out; this module never loads a model.
@@ -51,20 +55,42 @@ def _check_dv(d_v: int) -> int:
     return check_count(d_v, "d_v")
 
 
-def centred_log(A: torch.Tensor) -> torch.Tensor:
-    """log A with each row's mean removed: (..., n, n) -> (..., n, n) float64. A must be > 0."""
+def centred_log(A: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """log A - bias with each row's mean removed: (..., n, n) -> (..., n, n) float64. A must be > 0.
+
+    ``bias``: the fixed logits the model adds (broadcastable to A; None: none), so the result is
+    the row-centred Q K^T / sqrt(d_v) for the model's own A.
+    """
     if not isinstance(A, torch.Tensor) or A.dim() < 2 or A.shape[-1] != A.shape[-2]:
         raise ValueError("A must be a tensor of shape (..., n, n).")
     if not (A > 0).all():
         raise ValueError("A has zero or negative entries: no finite logits produce it (use logit_rank_distance).")
     L = A.double().log()
+    bias = _check_bias(bias, A.shape[-1])
+    if bias is not None:
+        L = L - bias.to(L.device)
     return L - L.mean(dim=-1, keepdim=True)
 
 
-def logit_rank_distance(A: torch.Tensor, d_v: int) -> torch.Tensor:
-    """How far log A is from (rank <= d_v) + (a constant per row): (..., n, n) -> (...,).
+def _check_bias(bias: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """None, or the fixed logit bias as float64 (..., n, n)."""
+    if bias is None:
+        return None
+    if not isinstance(bias, torch.Tensor) or bias.dim() < 2 or tuple(bias.shape[-2:]) != (n, n):
+        raise ValueError(
+            f"bias must be a tensor ending in ({n}, {n}); got {getattr(bias, 'shape', type(bias).__name__)}."
+        )
+    if not torch.isfinite(bias).all():
+        raise ValueError("bias contains NaN or infinite values.")
+    return bias.double()
 
-    The energy of the singular values of ``centred_log(A)`` beyond the d_v-th,
+
+def logit_rank_distance(A: torch.Tensor, d_v: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """How far log A - bias is from (rank <= d_v) + (a constant per row): (..., n, n) -> (...,).
+
+    The energy of the singular values of ``centred_log(A)`` minus the row-centred
+    ``bias`` (broadcastable to A: the fixed logits the model adds, e.g.
+    ``Internals.position_bias[layer, head]``; None: none) beyond the d_v-th,
     relative to the total: 0 when some d_v-dimensional queries and keys produce A
     exactly, at most 1; ``inf`` for a matrix with a zero (or negative) entry.
     """
@@ -75,7 +101,7 @@ def logit_rank_distance(A: torch.Tensor, d_v: int) -> torch.Tensor:
         raise ValueError("A contains NaN or infinite values.")
     positive = (A > 0).flatten(-2).all(dim=-1)
     safe = torch.where(positive[..., None, None], A.double(), torch.ones_like(A, dtype=torch.float64))
-    S = torch.linalg.svdvals(centred_log(safe))
+    S = torch.linalg.svdvals(centred_log(safe, bias))
     total = (S**2).sum(-1)
     beyond = (S[..., d_v:] ** 2).sum(-1)
     distance = torch.where(total > 0, (beyond / total.clamp_min(1e-300)).sqrt(), torch.zeros_like(total))
@@ -107,21 +133,24 @@ def _check_qk(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor) -> None:
         raise ValueError(f"T has {T.shape[0]} rows but Q has {Q.shape[0]}; all are (n, ...).")
 
 
-def _logits(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-    return Q.double() @ K.double().T / Q.shape[-1] ** 0.5
+def _logits(Q: torch.Tensor, K: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    logits = Q.double() @ K.double().T / Q.shape[-1] ** 0.5
+    return logits if bias is None else logits + bias
 
 
-def same_keys_freedom(Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8) -> torch.Tensor:
+def same_keys_freedom(
+    Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """With the keys fixed, the dimension of query moves that keep each row's output: (n,) integers.
 
-    Row i: a_i = softmax(K q_i / sqrt(d_v)); its output moves by
+    Row i: a_i = softmax(K q_i / sqrt(d_v) + b_i) (``bias``: the fixed (n, n) logits, or None); its output moves by
     U^T (diag(a_i) - a_i a_i^T) K dq / sqrt(d_v) (U from ``output_basis``), an
     (r, d_v) Jacobian; the freedom is d_v minus its rank. 0 means row i is
     locally identifiable given the keys (no nearby query gives the same output).
     """
     _check_qk(Q, K, T)
     d_v = Q.shape[1]
-    A = torch.softmax(_logits(Q, K), dim=-1)  # (n, n)
+    A = torch.softmax(_logits(Q, K, _check_bias(bias, Q.shape[0])), dim=-1)  # (n, n)
     U = output_basis(T)  # (n, r)
     S = torch.diag_embed(A) - A[:, :, None] * A[:, None, :]  # (n, n, n): softmax Jacobian per row
     J = U.T[None] @ S @ K.double()[None] / d_v**0.5  # (n, r, d_v)
@@ -142,10 +171,16 @@ def dimension_count(n: int, d_v: int, r: int) -> int:
 
 
 def producible_dimension(
-    Q: torch.Tensor, K: torch.Tensor, T: torch.Tensor, rtol: float = 1e-8, max_entries: int = 4_000_000
+    Q: torch.Tensor,
+    K: torch.Tensor,
+    T: torch.Tensor,
+    rtol: float = 1e-8,
+    max_entries: int = 4_000_000,
+    bias: torch.Tensor | None = None,
 ) -> int:
-    """The local dimension of {softmax(P R^T) : P, R (n, d_v), same output A T} at the head's own (Q, K).
+    """The local dimension of {softmax(P R^T + B) : P, R (n, d_v), same output A T} at the head's own (Q, K).
 
+    ``bias``: B, the fixed (n, n) logits the model adds (None: zero).
     rank(d centred logits / d(P, R)) - rank(d output / d(P, R)), from Jacobians in
     float64 (n^2 x 2 n d_v entries: small cases only, up to ``max_entries``).
     Directions that leave the centred logits unchanged leave A unchanged too.
@@ -158,6 +193,8 @@ def producible_dimension(
             f"The Jacobian would have {n * n * 2 * n * d_v} entries (> max_entries = {max_entries}); "
             "use dimension_count for the generic count."
         )
+    B = _check_bias(bias, n)
+    B = torch.zeros(n, n, dtype=torch.float64, device=Q.device) if B is None else B.to(Q.device)
     U = output_basis(T)
     scale = d_v**-0.25
     P0, R0 = Q.double() * scale, K.double() * scale
@@ -167,7 +204,7 @@ def producible_dimension(
         return (P @ R.T) @ centre
 
     def output(P, R):
-        return torch.softmax(P @ R.T, dim=-1) @ U
+        return torch.softmax(P @ R.T + B, dim=-1) @ U
 
     def flat_jacobian(f):
         JP, JR = torch.func.jacrev(f, argnums=(0, 1))(P0, R0)
@@ -178,9 +215,15 @@ def producible_dimension(
 
 
 def _gauss_newton(
-    P: torch.Tensor, R: torch.Tensor, U: torch.Tensor, AU: torch.Tensor, steps: int, tol: float = 1e-13
+    P: torch.Tensor,
+    R: torch.Tensor,
+    U: torch.Tensor,
+    AU: torch.Tensor,
+    steps: int,
+    B: torch.Tensor,
+    tol: float = 1e-13,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Damped least-norm Gauss-Newton on queries and keys jointly: softmax(P R^T) U -> AU.
+    """Damped least-norm Gauss-Newton on queries and keys jointly: softmax(P R^T + B) U -> AU (B fixed, (n, n)).
 
     Residual (n, r); Jacobian (n r, 2 n d_v), written out: with M_i = U^T (diag(a_i) - a_i a_i^T),
     d res_i / d p_i = M_i R and d res_i / d r_j = M_i[:, j] p_i^T. Each step is
@@ -191,7 +234,7 @@ def _gauss_newton(
     lam = 1e-8
 
     def residual_of(P, R):
-        X = torch.softmax(P @ R.T, dim=-1)
+        X = torch.softmax(P @ R.T + B, dim=-1)
         return X, (X @ U - AU).reshape(-1)
 
     X, res = residual_of(P, R)
@@ -222,12 +265,12 @@ def _gauss_newton(
 
 @dataclass
 class ProducibleAlternative:
-    """An attention matrix softmax(P R^T) with d_v-dimensional queries P and keys R: (n, d_v).
+    """An attention matrix softmax(P R^T + bias) with d_v-dimensional queries P and keys R: (n, d_v), the bias fixed.
 
     attention: (n, n) float64; output_error = max |(A' - A) T| / max |A T|;
     movement = ||A' - A||_F / ||A||_F; max_change = max |A' - A|;
     toward_target = <A' - A, B - A> / ||B - A||_F^2 (1: reached the target B);
-    rank_distance = logit_rank_distance(A', d_v) (0 up to rounding).
+    rank_distance = logit_rank_distance(A', d_v, bias) (0 up to rounding).
     """
 
     attention: torch.Tensor
@@ -248,11 +291,14 @@ def producible_alternative(
     penalty: float = 1e4,
     steps: int = 300,
     polish_steps: int = 30,
+    bias: torch.Tensor | None = None,
 ) -> ProducibleAlternative:
     """Search queries and keys whose attention moves toward ``target`` with the head's output unchanged.
 
     Q, K: (n, d_v) the head's queries and keys (biases included), so that
-    A = softmax(Q K^T / sqrt(d_v)); T: (n, d) the head's T = V H; target: (n, n),
+    A = softmax(Q K^T / sqrt(d_v) + bias), with ``bias`` the fixed (n, n) logits the model adds
+    (``Internals.position_bias[layer, head]`` on MPNet; None: zero, as in BERT);
+    T: (n, d) the head's T = V H; target: (n, n),
     e.g. a chapter 3 alternative A + t D. Starting from (Q, K), L-BFGS minimises
     ||A' - target||^2 / ||target - A||^2 + penalty * ||(A' - A) U||^2 / ||A U||^2,
     then damped least-norm Gauss-Newton steps on queries and keys (``polish_steps``), so the result keeps A T to
@@ -269,7 +315,9 @@ def producible_alternative(
     if not penalty > 0:
         raise ValueError(f"penalty must be positive, got {penalty}.")
     n, d_v = Q.shape
-    A = torch.softmax(_logits(Q, K), dim=-1)
+    fixed = _check_bias(bias, n)
+    fixed = torch.zeros(n, n, dtype=torch.float64, device=Q.device) if fixed is None else fixed.to(Q.device)
+    A = torch.softmax(_logits(Q, K, fixed), dim=-1)
     check_attention_and_values(A, T)
     B = target.double()
     U = output_basis(T)
@@ -295,7 +343,7 @@ def producible_alternative(
 
         def closure():
             optimiser.zero_grad()
-            loss = loss_of(torch.softmax(P @ R.T, dim=-1))
+            loss = loss_of(torch.softmax(P @ R.T + fixed, dim=-1))
             loss.backward()
             return loss
 
@@ -306,12 +354,12 @@ def producible_alternative(
 
     run(lambda X: ((X - B) ** 2).sum() / target_scale + penalty * output_term(X), steps)
     with torch.no_grad():
-        P_end, R_end = _gauss_newton(P.detach(), R.detach(), U, AU, polish_steps)
+        P_end, R_end = _gauss_newton(P.detach(), R.detach(), U, AU, polish_steps, fixed)
         P.copy_(P_end)
         R.copy_(R_end)
 
     with torch.no_grad():
-        X = torch.softmax(P @ R.T, dim=-1)
+        X = torch.softmax(P @ R.T + fixed, dim=-1)
         T64 = T.double()
         change = X - A
         return ProducibleAlternative(
@@ -322,5 +370,5 @@ def producible_alternative(
             movement=float(torch.linalg.matrix_norm(change) / torch.linalg.matrix_norm(A)),
             max_change=float(change.abs().max()),
             toward_target=float((change * (B - A)).sum() / target_scale),
-            rank_distance=float(logit_rank_distance(X, d_v)),
+            rank_distance=float(logit_rank_distance(X, d_v, fixed)),
         )

@@ -11,6 +11,9 @@ import torch
 
 from .effective import check_attention
 
+SINK_CLASSES = ("[CLS]", "[SEP]", "punctuation")
+"""The token classes a sink is sought among (``token_classes``' names; the model's own tokens stand in)."""
+
 
 def is_punctuation(token: str) -> bool:
     """True for a wordpiece or word made only of punctuation and symbol characters (``##`` prefix ignored).
@@ -55,7 +58,7 @@ def attention_to(A: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (A.double() @ mask.to(A.device, torch.float64)).mean(dim=-1)
 
 
-def summarise_token_classes(table, classes: Sequence[str] = ("[CLS]", "[SEP]", "punctuation")):
+def summarise_token_classes(table, classes: Sequence[str] = SINK_CLASSES):
     """Per layer and token class, raw vs effective attention averaged over examples and heads.
 
     table: from ``helpers.drivers.effective.effective_attention_sweep``. Returns a long DataFrame

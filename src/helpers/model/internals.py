@@ -41,6 +41,18 @@ INPUT_PARTS = {
 """What the input embeddings x sum, per family (``Internals.input_parts``)."""
 
 
+def position_parts(family: str) -> str:
+    """What x adds to the word-piece embedding in an encoder ``family``, position first:
+    "position + segment embeddings" (BERT), "position embeddings" (MPNet). The target of a
+    position-only control. A family whose x is the token alone (positions elsewhere) is refused."""
+    if family not in INPUT_PARTS:
+        raise ValueError(f"No input parts are recorded for family {family!r}: add it to INPUT_PARTS.")
+    parts = INPUT_PARTS[family].split(" + ")
+    if len(parts) < 2 or parts[0] != "token":
+        raise ValueError(f"In family {family!r} x is {INPUT_PARTS[family]!r}: nothing but the token to aim at.")
+    return " + ".join(sorted(parts[1:], key=lambda part: part != "position")) + " embeddings"
+
+
 @dataclass
 class Internals:
     """Every tensor of one forward pass over one unpadded sequence.
@@ -74,7 +86,14 @@ class Internals:
     @property
     def input_parts(self) -> str:
         """What x sums, in this family: "token + segment + position" for BERT, "token + position" for MPNet."""
-        return INPUT_PARTS.get(self.family, "token + position")
+        if self.family not in INPUT_PARTS:
+            raise ValueError(f"No input parts are recorded for family {self.family!r}: add it to INPUT_PARTS.")
+        return INPUT_PARTS[self.family]
+
+    def head_bias(self, layer_index: int, head_index: int) -> torch.Tensor | None:
+        """The fixed (n, n) logits head ``head_index`` of layer ``layer_index`` (both from 0) adds to
+        Q K^T / sqrt(d_v) before the softmax: MPNet's position bias; None where the family adds none."""
+        return None if self.position_bias is None else self.position_bias[layer_index, head_index]
 
     @property
     def num_layers(self) -> int:
