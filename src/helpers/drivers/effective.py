@@ -229,7 +229,7 @@ def rank_shortfall(
     ``cells``: rows with ``example`` (an ``Example.id`` of ``examples``), ``layer`` and ``head``
     (from 1), e.g. the rows of ``effective_attention_sweep``'s table whose ``null_dim`` is not
     max(0, n - d_v). For each: ``n``, ``rank`` (singular values of V above ``rtol`` times the
-    largest, as the sweep counts), ``kept`` (the smallest of those, relative to the largest) and
+    largest, as the sweep counts where H has full row rank, so that rank(T) = rank(V)), ``kept`` (the smallest of those, relative to the largest) and
     ``dropped`` (the largest one under the cut, relative; NaN when none is). A ``dropped`` just
     under ``rtol`` is a near-tie with the tolerance; one orders of magnitude under it is a
     direction the rows of V truly lack (e.g. two tokens whose hidden states coincide).

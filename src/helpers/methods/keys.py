@@ -13,9 +13,10 @@ A model that adds a fixed bias B (n, n) to the logits (MPNet's relative-position
 bias) produces softmax(Q K^T / sqrt(d_v) + B): the test is then on
 C(A') - C(B), and every function here takes that ``bias`` (None: no bias, BERT).
 
-* ``logit_rank_distance``: the singular values of C(A') beyond d_v, as a share
-  of the total energy, sqrt(sum_{k > d_v} s_k^2 / sum_k s_k^2); 0 for a
-  producible A', ``inf`` where A' has a zero entry.
+* ``logit_rank_distance``: the relative Frobenius distance of C(A') from the
+  nearest matrix of rank d_v, sqrt(sum_{k > d_v} s_k^2 / sum_k s_k^2) (the
+  square root of the energy share beyond d_v); 0 for a producible A', ``inf``
+  where A' has a zero entry.
 * ``same_keys_freedom``: with the head's own keys fixed, how many directions
   of query i keep row i's output; 0 means the row is locally identifiable.
 * ``producible_dimension``: the local dimension of the set of producible
@@ -88,11 +89,12 @@ def _check_bias(bias: torch.Tensor | None, n: int) -> torch.Tensor | None:
 def logit_rank_distance(A: torch.Tensor, d_v: int, bias: torch.Tensor | None = None) -> torch.Tensor:
     """How far log A - bias is from (rank <= d_v) + (a constant per row): (..., n, n) -> (...,).
 
-    The energy of the singular values of ``centred_log(A)`` minus the row-centred
-    ``bias`` (broadcastable to A: the fixed logits the model adds, e.g.
-    ``Internals.position_bias[layer, head]``; None: none) beyond the d_v-th,
-    relative to the total: 0 when some d_v-dimensional queries and keys produce A
-    exactly, at most 1; ``inf`` for a matrix with a zero (or negative) entry.
+    The relative Frobenius distance of C = ``centred_log(A, bias)`` (``bias``
+    broadcastable to A: the fixed logits the model adds, e.g.
+    ``Internals.position_bias[layer, head]``; None: none) from the nearest matrix of
+    rank d_v, sqrt(sum_{k > d_v} s_k^2 / sum_k s_k^2) over C's singular values s: 0 when
+    some d_v-dimensional queries and keys produce A exactly, at most 1; ``inf`` for a
+    matrix with a zero (or negative) entry.
     """
     d_v = _check_dv(d_v)
     if not isinstance(A, torch.Tensor) or A.dim() < 2 or A.shape[-1] != A.shape[-2]:
