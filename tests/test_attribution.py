@@ -55,6 +55,15 @@ def test_memory_budget_and_chunking_do_not_change_the_result(tiny64, tokenizer):
         assert torch.allclose(squeezed, full, rtol=1e-10)
 
 
+def test_a_cpu_chunk_spans_at_most_the_cache_sized_row_count(tiny64, tokenizer):
+    _, x, hidden = _x_and_reference(tiny64, tokenizer, SHORT)
+    lin = linearised.linearise(tiny64, x, reference=hidden)
+    size = jacobians.default_chunk_size(lin)
+    assert size * lin.n <= jacobians.CPU_ROWS_PER_CHUNK
+    assert (size + 1) * lin.n > jacobians.CPU_ROWS_PER_CHUNK  # the cap, not the memory budget, binds here
+    assert jacobians.default_chunk_size(lin, memory_mb=1e-3) == 1  # a tiny budget still gives one tangent
+
+
 def test_public_api_float32_equals_brute_force(tokenizer):
     model = make_tiny_bert(num_layers=3)
     encoding, x, _ = _x_and_reference(model, tokenizer, *PAIR)

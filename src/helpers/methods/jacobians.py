@@ -25,7 +25,10 @@ What makes it fast (n tokens, hidden d, FFN width f = 4d):
   tangents are one row, the score tangent is one row plus one column, and the
   value path is an outer product.
 * Chunks of tangents are pushed as batched matrix products; peak memory is
-  bounded by ``memory_mb`` whatever the length of the input.
+  bounded by ``memory_mb`` whatever the length of the input. On a CPU a chunk
+  also spans at most ``CPU_ROWS_PER_CHUNK`` rows (B n): products with more rows
+  fall out of the cores' caches and ran about a quarter slower
+  (``benchmarks/bench_attribution.py``).
 
 The primal pass and its caches are ``helpers.methods.linearised``; it checks itself
 against the model's hidden states when given them.
@@ -55,6 +58,7 @@ __all__ = [
 ]
 
 DEFAULT_MEMORY_MB = 1024  # a quarter for one chunk of tangents, half for the per-token FFN Jacobians
+CPU_ROWS_PER_CHUNK = 4096  # B n of one chunk on a CPU: larger products fall out of the cores' caches
 
 
 def _ln_tangent(t: torch.Tensor, xhat: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -230,13 +234,17 @@ def prepare_ffn_jacobians(
 
 
 def default_chunk_size(lin: LinearisedBert, memory_mb: float = DEFAULT_MEMORY_MB) -> int:
-    """Tangents per chunk so that one chunk needs about a quarter of ``memory_mb``."""
+    """Tangents per chunk so that one chunk needs about a quarter of ``memory_mb`` and, on a CPU,
+    spans at most ``CPU_ROWS_PER_CHUNK`` rows (B n)."""
     n, d, h = lin.n, lin.d, lin.heads
     f = lin.blocks[0].W_1.shape[1]
     # score tangent and its transposed term, ~10 (n, d) tangents alive at once, the FFN's (n, f) if pushed
     floats_per_tangent = 2 * h * n * n + n * (10 * d + (0 if lin.blocks[0].M is not None else 2 * f))
     bytes_per_tangent = floats_per_tangent * lin.xhat_0.element_size()
-    return max(1, int(memory_mb / 4 * 2**20 // bytes_per_tangent))
+    size = int(memory_mb / 4 * 2**20 // bytes_per_tangent)
+    if lin.xhat_0.device.type == "cpu":
+        size = min(size, CPU_ROWS_PER_CHUNK // n)
+    return max(1, size)
 
 
 class DirectionChunks:
