@@ -7,7 +7,9 @@ brackets for scale):
    the naive loop, one reverse-mode pass per output unit (L n d passes), and
    against generic forward mode (``vmap`` over ``torch.func.jvp`` through the
    model's own modules): time ratios and largest differences.
-2. A sentence of 17 tokens: exact mode's time against its bound, (number of
+2. A sentence of 17 tokens: exact mode's time with chunks of at most
+   ``jacobians.CPU_ROWS_PER_CHUNK`` rows (the default on a CPU) against chunks sized
+   by the memory budget alone; exact mode's time against its bound, (number of
    JVPs needed, n d) x (time of one batched JVP / batch size), both measured
    here; its arithmetic rate against a plain matrix product's; and one input
    token's d JVPs against generic forward mode on the same tangents.
@@ -25,6 +27,7 @@ Run from the repository root: .venv/bin/python benchmarks/bench_attribution.py [
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 
 import torch
@@ -54,6 +57,17 @@ def exact_flops(n: int, d: int, f: int, layers: int) -> float:
     first = 4 * n * d * d + 2 * n * n * d + 6 * d * d
     dense = 10 * n * d * d + 8 * n * n * d
     return n * d * (first + (layers - 1) * dense) + layers * 2 * n * f * d * d
+
+
+@contextlib.contextmanager
+def budget_sized_chunks():
+    """Chunks sized by the memory budget alone: the CPU row cap lifted for the duration."""
+    cap = jacobians.CPU_ROWS_PER_CHUNK
+    jacobians.CPU_ROWS_PER_CHUNK = 2**62
+    try:
+        yield
+    finally:
+        jacobians.CPU_ROWS_PER_CHUNK = cap
 
 
 def drain(generator) -> None:
@@ -103,6 +117,9 @@ def main() -> None:
     lin = linearised.linearise(model, x, reference=internals.hidden_states)
     t_prepare, _ = timed(jacobians.prepare_ffn_jacobians, lin, n * d)
     B = jacobians.default_chunk_size(lin)
+    with budget_sized_chunks():
+        B_budget = jacobians.default_chunk_size(lin)
+        t_budget = timed(helpers.methods.attribution.hidden_token_attribution, model, encoding, progress=False)[0]
     token = torch.arange(B) // d % n
     t_chunk = best_of(2, lambda: drain(jacobians.push_tangents(lin, token, torch.eye(d)[torch.arange(B) % d])))
     # one input token's d basis tangents, ours against generic vmap-jvp through the model's own modules
@@ -126,6 +143,10 @@ def main() -> None:
     flops = exact_flops(n, d, f, L)
     print(f"\n2. exact mode on a {n}-token sentence ({t_exact:.1f} s): {n * d} JVPs in chunks of {B}")
     print(f"   bound (n d x one batched JVP) / exact time           {bound / t_exact:6.1%}")
+    print(
+        f"   chunks of {B_budget * n} rows (budget alone) / of {B * n} (capped)  {t_budget / t_exact:6.2f} x"
+        f"   ({t_budget:.1f} s)"
+    )
     print(f"   forming the per-token FFN Jacobians / exact time     {t_prepare / t_exact:6.1%}")
     print(
         f"   arithmetic rate / plain matrix product               {flops / t_exact / rate:6.1%}"
