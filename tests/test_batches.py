@@ -79,3 +79,14 @@ def test_several_measures_from_one_capture_equal_each_alone(bundled, alone):
         helpers.context_mixing(model, one, ["globenc", "nope"])
     with pytest.raises(ValueError, match="no aggregation"):
         helpers.context_mixing(model, one, ["globenc"], effective=True)
+
+
+def test_an_empty_text_in_a_batch_is_refused_as_it_is_alone(bundled):
+    batch = bundled.tokenizer(["", "Hello there."], padding=True, return_tensors="pt")
+    with pytest.raises(ValueError, match="Sequence 0 of the batch holds only special tokens"):
+        sequences_of(batch)
+    with pytest.raises(ValueError, match="only special tokens"):
+        helpers.capture(bundled.model, batch)
+    alone = bundled.tokenizer("", return_tensors="pt")
+    with pytest.raises(ValueError, match="only special tokens"):
+        helpers.capture(bundled.model, alone)

@@ -162,3 +162,26 @@ def test_the_optional_packages_are_in_the_extras_they_name():
     for package, extra in OPTIONAL_PACKAGES.items():
         assert package in {Requirement(spec).name for spec in extras[extra]}, f"{package} is not in [{extra}]"
         assert package not in core, f"{package} is a core dependency: no extra needed"
+
+
+def test_without_the_plotting_libraries_help_and_the_star_import_work():
+    names = fresh(
+        """
+        import io, json, pydoc, sys
+        for hidden in ("matplotlib", "seaborn", "ipywidgets"):
+            sys.modules[hidden] = None  # as if not installed: the library install
+        import helpers
+        text = pydoc.render_doc(helpers, renderer=pydoc.plaintext)
+        namespace = {}
+        exec("from helpers import *", namespace)
+        print(json.dumps([
+            "plots" in dir(helpers), "plots" in helpers.__all__, "capture" in namespace,
+            "hidden_token_attribution" in dir(helpers), "Helpers for the book" in text,
+        ]))
+        """
+    )
+    assert json.loads(names) == [False, False, True, True, True]
+
+
+def test_with_the_plotting_libraries_the_plots_are_on_the_surface():
+    assert "plots" in dir(helpers) and "plots" in helpers.__all__ and "NullSpaceExplorer" in helpers.__all__

@@ -252,6 +252,8 @@ def test_hta_passes_its_options(setup):
     assert torch.equal(exact.scores, attribution.contributions)
     estimate = helpers.methods.mixing.context_mixing(model, encoding, "hta", estimator="estimate", samples=4, seed=3)
     assert not torch.equal(estimate.scores, exact.scores)
+    with pytest.raises(ValueError, match=r"Unknown options \['layer_numbers'\]"):  # a Mixing holds every layer
+        helpers.methods.mixing.context_mixing(model, encoding, "hta", layer_numbers=[2])
 
 
 def test_row_spearman_and_leave_one_out(setup, tokenizer):

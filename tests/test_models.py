@@ -130,5 +130,7 @@ def test_models_load_on_the_cpu_unless_the_reader_asks(monkeypatch):
         model_device("tpu")
     if not torch.cuda.is_available():
         monkeypatch.setenv("BOOK_DEVICE", "cuda")
-        with pytest.raises(ModelLoadError, match="no CUDA GPU"):
+        with pytest.raises(ModelLoadError, match="no CUDA GPU: unset BOOK_DEVICE"):
             model_device()
+        with pytest.raises(ModelLoadError, match=r"no CUDA GPU: pass device='cpu'"):  # the argument, not the variable
+            model_device("cuda")

@@ -44,6 +44,41 @@ def test_text_longer_than_the_model_is_rejected(tokenizer):
         helpers.encode(tokenizer, "word " * 40, model=model)
 
 
+class _Tokenizer:
+    """Stands for another model's tokenizer: its size and special ids, wrapping the real one for the rest."""
+
+    def __init__(self, tokenizer, size: int, **ids):
+        self._tokenizer, self._size, self._ids = tokenizer, size, ids
+
+    def __len__(self):
+        return self._size
+
+    def __getattr__(self, name):
+        return self._ids[name] if name in self._ids else getattr(self._tokenizer, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+
+def test_another_models_tokenizer_is_refused_or_warned(tokenizer):
+    model = make_tiny_bert()  # the real tokenizer's vocabulary, 30,522 rows
+    with pytest.raises(ValueError, match="not this model's tokenizer"):
+        helpers.encode(_Tokenizer(tokenizer, 49152), SENTENCE, model=model)
+    with pytest.warns(helpers.model.checks.InputWarning, match="20,000 tokens against 30,522"):
+        helpers.encode(_Tokenizer(tokenizer, 20000), SENTENCE, model=model)
+    model.config.pad_token_id = 2
+    with pytest.warns(helpers.model.checks.InputWarning, match="pad_token_id 0 against 2"):
+        helpers.encode(tokenizer, SENTENCE, model=model)
+
+
+def test_the_models_own_tokenizer_passes_without_a_warning(tokenizer):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        helpers.encode(tokenizer, SENTENCE, model=make_tiny_bert())
+
+
 def test_padded_batch_is_rejected(tokenizer):
     batch = tokenizer(["short", "a much longer sentence here"], padding=True, return_tensors="pt")
     with pytest.raises(ValueError, match="one sequence"):

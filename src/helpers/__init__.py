@@ -49,6 +49,7 @@ sample count is ``samples`` (the word "probe" belongs to chapter 5's maps).
 
 from typing import TYPE_CHECKING
 
+from .model.lazy import installed as _installed
 from .model.lazy import lazy_attributes as _lazy_attributes
 
 # What this surface gives, by the module that defines it: imported on first use, so ``import helpers`` loads
@@ -179,5 +180,10 @@ __all__ = [
     "sink_sweep",
 ]
 
-__getattr__, __dir__ = _lazy_attributes(__name__, modules=_MODULES, exports=_EXPORTS)
-del TYPE_CHECKING, _lazy_attributes
+# The names that need the ``notebooks`` extra: left out of dir() and __all__ while it is not installed, so
+# help(helpers) and ``from helpers import *`` work on the library install.
+_NEEDS = {"plots": ("matplotlib", "seaborn"), "NullSpaceExplorer": ("matplotlib",)}
+__all__ = [name for name in __all__ if all(map(_installed, _NEEDS.get(name, ())))]
+
+__getattr__, __dir__ = _lazy_attributes(__name__, modules=_MODULES, exports=_EXPORTS, needs=_NEEDS)
+del TYPE_CHECKING, _lazy_attributes, _installed

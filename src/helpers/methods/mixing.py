@@ -52,7 +52,7 @@ replaces A by effective attention (chapter 4) in the norm-based measures; since
 A_eff T = A T, every decomposition above still sums to the layer's real output.
 ``effective="null_doubled"`` or ``"null_random"`` reads another same-output rewrite
 of A instead (``decomposition.rewrite_attention``): the controls of that swap.
-``local_hta`` gives the layer-local reference: ||d e^l_i / d e^(l-1)_j||_F.
+The function ``local_hta`` (not a measure) gives the layer-local reference: ||d e^l_i / d e^(l-1)_j||_F.
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def check_hta_options(model: PreTrainedModel, options: dict) -> AttributionOptio
     """The options of the ``hta`` measure (those of ``hidden_token_attribution``), checked, with defaults."""
     if "method" in options:
         raise ValueError("Pass HTA's exact/estimate choice as estimator=..., not method=....")
-    known = set(AttributionOptions._fields)
+    known = set(AttributionOptions._fields) - {"layer_numbers"}  # a Mixing holds every layer
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"Unknown options {sorted(unknown)} for 'hta'; it takes {sorted(known)}.")
@@ -276,12 +276,12 @@ def context_mixing(
     aggregation: str | None = None,
     **options,
 ) -> Mixing | list:
-    """Context-mixing scores of one sequence by one measure: ``Mixing.scores`` (L, n, n), rows sum to 1.
+    """Context-mixing scores ``Mixing.scores`` (L, n, n), rows sum to 1; a list for several measures or a batch.
 
     Args:
         model: in eval mode: a post-norm encoder (BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, MPNet) or
-            a pre-norm decoder (GPT-2, Llama, Qwen2); every measure takes both but ``leave_one_out`` (a
-            mean-pooled embedding: encoders only; ``mixing_families.mixing_refusal`` says why).
+            a pre-norm decoder (GPT-2, Llama, Qwen2); every measure of ``MEASURES`` takes both (the
+            function ``leave_one_out`` takes encoders only: ``mixing_families.mixing_refusal``).
         encoding: one unpadded sequence (``encode``); or a padded batch with its attention mask, which
             gives a list with one result per sequence, each that of the sequence run alone.
         measure: one of ``MEASURES`` (see the module docstring); or a list of names and (name, options)
@@ -293,7 +293,7 @@ def context_mixing(
             GlobEnc's code normalises last, the others first).
         **options: ``effective=True`` for the norm-based methods (A -> effective attention);
             for ``hta`` ``estimator="exact"`` (default) or ``"estimate"`` and the other options
-            of ``hidden_token_attribution`` (its sample count, seed, ...).
+            of ``hidden_token_attribution`` (sample count, seed, ...; not ``layer_numbers``).
 
     Raises:
         ValueError: unknown measure or option, rollout where undefined, a sequence too long for the model.

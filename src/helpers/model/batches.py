@@ -31,8 +31,9 @@ def sequences_of(encoding: BatchEncoding) -> list[BatchEncoding]:
     Without an ``attention_mask`` every row is taken whole.
 
     Raises:
-        ValueError: a row with no real token, or whose real tokens are not one contiguous run (a mask that
-            is not padding).
+        ValueError: a row with no real token, a row of special tokens only (an empty text, from a fast
+            tokenizer's encoding), or a row whose real tokens are not one contiguous run (a mask that is
+            not padding).
     """
     check_encoding_type(encoding)
     ids = encoding["input_ids"]
@@ -40,12 +41,19 @@ def sequences_of(encoding: BatchEncoding) -> list[BatchEncoding]:
         raise ValueError(f"Expected input_ids of shape (B, n); got {type(ids).__name__}.")
     mask = encoding.get("attention_mask")
     mask = torch.ones_like(ids, dtype=torch.bool) if mask is None else mask.bool()
+    made = getattr(encoding, "encodings", None)  # a fast tokenizer's: which tokens it added, per row
     sequences = []
     for row in range(ids.shape[0]):
         kept = mask[row].nonzero().flatten()
         if len(kept) == 0:
             raise ValueError(f"Sequence {row} of the batch has no token its attention mask keeps.")
         start, stop = int(kept[0]), int(kept[-1]) + 1
+        special = made[row].special_tokens_mask[start:stop] if made and row < len(made) else None
+        if special and all(special):
+            raise ValueError(
+                f"Sequence {row} of the batch holds only special tokens: its text was empty. Run alone it is "
+                "refused the same way; leave the empty text out of the batch."
+            )
         if stop - start != len(kept):
             raise ValueError(
                 f"The attention mask of sequence {row} keeps tokens that are not one run: that is not padding."

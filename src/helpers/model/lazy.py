@@ -11,16 +11,28 @@ package's ``if TYPE_CHECKING:`` imports (``tests/test_lazy.py`` keeps the two in
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-__all__ = ["LazyAttributes", "OPTIONAL_PACKAGES", "lazy_attributes"]
+__all__ = ["LazyAttributes", "OPTIONAL_PACKAGES", "installed", "lazy_attributes"]
 
 OPTIONAL_PACKAGES = {"matplotlib": "notebooks", "seaborn": "notebooks", "ipywidgets": "notebooks"}
 """Third-party packages that modules loaded on first use need and the library install leaves out -> the extra
 of ``identifiability-book`` that brings them (pyproject.toml; ``tests/test_lazy.py`` checks the two agree)."""
+
+
+def installed(package: str) -> bool:
+    """Whether ``package`` can be imported, without importing it (a None in ``sys.modules``, as tests set
+    to hide a package, counts as not installed)."""
+    if package in sys.modules:
+        return sys.modules[package] is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class LazyAttributes(NamedTuple):
@@ -48,6 +60,7 @@ def lazy_attributes(
     path: Iterable[str] = (),
     modules: Mapping[str, str] | None = None,
     exports: Mapping[str, Iterable[str]] | None = None,
+    needs: Mapping[str, Iterable[str]] | None = None,
 ) -> LazyAttributes:
     """``__getattr__`` and ``__dir__`` for ``package`` (its ``__name__``) that import on first use.
 
@@ -57,6 +70,9 @@ def lazy_attributes(
         modules: further names that are modules, name -> module (relative names start with a dot:
             ``{"paper": ".book.paper"}``).
         exports: module -> the names it gives the package (``{".model.text": ("encode", "tokens_of")}``).
+        needs: name -> the optional packages it imports (``{"plots": ("matplotlib", "seaborn")}``): while one
+            is not installed, ``dir()`` leaves the name out, so ``help()`` and ``inspect.getmembers`` work
+            on the library install (reading the name still raises the error that names the extra).
 
     Returns:
         ``LazyAttributes(getattr, dir)``. A name read once is stored in the package, so later reads do
@@ -83,7 +99,10 @@ def lazy_attributes(
         setattr(sys.modules[package], name, value)
         return value
 
+    needed = {name: tuple(packages) for name, packages in (needs or {}).items()}
+
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(targets))
+        unavailable = {name for name, packages in needed.items() if not all(map(installed, packages))}
+        return sorted(set(vars(sys.modules[package])) | (set(targets) - unavailable))
 
     return LazyAttributes(__getattr__, __dir__)

@@ -33,9 +33,10 @@ def model_device(device: str | torch.device | None = None) -> torch.device:
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {chosen!r}.") from err
     if chosen.type == "cuda" and not torch.cuda.is_available():
+        fix = "unset BOOK_DEVICE" if device is None else "pass device='cpu' (or leave device out)"
         raise ModelLoadError(
-            f"device {str(chosen)!r} was asked for (BOOK_DEVICE or device=), but this machine has no CUDA GPU: "
-            "unset BOOK_DEVICE to run on the CPU."
+            f"device {str(chosen)!r} was asked for ({'BOOK_DEVICE' if device is None else 'device='}), but this "
+            f"machine has no CUDA GPU: {fix} to run on the CPU."
         )
     if chosen.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {str(chosen)!r}.")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import unicodedata
+import warnings
 from typing import NamedTuple
 
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
-from .checks import check_encoding_type, check_unknown_tokens
+from .checks import InputWarning, check_encoding_type, check_unknown_tokens
 from .numbering import check_integer
 
 
@@ -88,10 +89,12 @@ def encode(
         ``token_type_ids`` where the tokenizer gives them (BERT's do; MPNet's, GPT-2's and Llama's do not).
 
     Raises:
-        ValueError: empty text, or more tokens than the model takes.
+        ValueError: empty text, more tokens than the model takes, a tokenizer with more tokens than the
+            model's vocabulary.
 
     Warns:
-        InputWarning: over a quarter of the text's tokens are unknown to the tokenizer.
+        InputWarning: over a quarter of the text's tokens are unknown to the tokenizer; a tokenizer that
+            does not look like the model's (``check_tokenizer_fits``).
     """
     for label, value in (("text", text), ("text_pair", text_pair)):
         if value is None and label == "text_pair":
@@ -112,6 +115,8 @@ def encode(
             f"{type(model).__name__} is a decoder: it has no segments, so a sentence pair has no meaning for it. "
             "Join the two texts into one (or pass text_a only)."
         )
+    if model is not None:
+        check_tokenizer_fits(tokenizer, model)
     encoding = tokenizer(text, text_pair, return_tensors="pt", truncation=False)
     check_unknown_tokens(encoding["input_ids"], tokenizer.unk_token_id, tokenizer.all_special_ids)
     n = encoding["input_ids"].shape[1]
@@ -125,6 +130,43 @@ def encode(
         check_encoding(model, encoding)
         encoding = encoding.to(model.device)
     return encoding
+
+
+TOKENIZER_SHARE = 0.9
+"""A tokenizer with fewer tokens than this share of the model's vocabulary rows is most likely another
+model's: a model's rows exceed its tokenizer's size only by padding (to a multiple of 64 or 128) or a few
+reserved rows (SmolLM2: 49,152 both; Qwen2: 151,665 tokens, 151,936 rows)."""
+
+
+def check_tokenizer_fits(tokenizer, model: PreTrainedModel) -> None:
+    """Raise when ``tokenizer`` has more tokens than ``model``'s vocabulary (ids past its rows); warn
+    (:class:`InputWarning`) when it has fewer than ``TOKENIZER_SHARE`` of them or its beginning / end /
+    padding ids differ from the model config's: in each case it is most likely another model's tokenizer,
+    whose ids read as other words (or ``[unusedN]``) in this model."""
+    size, vocab = len(tokenizer), getattr(model.config, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab <= 0:
+        return
+    hint = "Use the tokenizer of the same checkpoint (the one load_model or load_decoder returns with the model)."
+    if size > vocab:
+        raise ValueError(
+            f"The tokenizer has {size:,} tokens but {type(model).__name__} has {vocab:,} vocabulary rows: it is "
+            f"not this model's tokenizer. {hint}"
+        )
+    clashes = [
+        f"{name} {getattr(tokenizer, name)} against {getattr(model.config, name)}"
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id")
+        if isinstance(getattr(tokenizer, name, None), int)
+        and isinstance(getattr(model.config, name, None), int)
+        and getattr(tokenizer, name) != getattr(model.config, name)
+    ]
+    if size < TOKENIZER_SHARE * vocab or clashes:
+        reason = "; ".join(clashes) if clashes else f"{size:,} tokens against {vocab:,} vocabulary rows"
+        warnings.warn(
+            f"The tokenizer does not look like {type(model).__name__}'s ({reason}): its ids would read as other "
+            f"words in this model. {hint}",
+            InputWarning,
+            stacklevel=3,
+        )
 
 
 class TextPair(NamedTuple):
@@ -167,7 +209,10 @@ def tokens_of(tokenizer, encoding: BatchEncoding) -> list[str]:
     """The wordpiece strings of a batch-of-one encoding, in order."""
     ids = encoding["input_ids"]
     if ids.dim() != 2 or ids.shape[0] != 1:
-        raise ValueError(f"Expected a batch of one, input_ids of shape (1, n); got {tuple(ids.shape)}.")
+        raise ValueError(
+            f"Expected a batch of one, input_ids of shape (1, n); got {tuple(ids.shape)}. For a padded batch, "
+            "take the tokens of each of helpers.model.batches.sequences_of(encoding)."
+        )
     return tokenizer.convert_ids_to_tokens(ids[0].tolist())
 
 
@@ -205,7 +250,8 @@ def check_encoding(model: PreTrainedModel, encoding: BatchEncoding) -> int:
     if encoding.get("attention_mask") is None and pad is not None and bool((ids == pad).any()):
         raise ValueError(
             f"The encoding has padding tokens (id {pad}) and no attention mask, so the model would attend to "
-            "them and every hidden state would change. Encode without padding (helpers.encode) or drop them."
+            "them and every hidden state would change. Pass the tokenizer's attention_mask with a padded batch, "
+            "or encode one text without padding (helpers.encode)."
         )
     vocab = config.vocab_size
     if bool((ids < 0).any()) or bool((ids >= vocab).any()):
