@@ -166,6 +166,14 @@ def test_an_encoding_without_special_tokens_warns(tokenizer, tiny_model):
         helpers.capture(tiny_model, bare)
 
 
+def test_an_input_warning_points_at_the_callers_line_not_inside_torch_or_the_helpers(tokenizer, tiny_model):
+    bare = tokenizer(SHORT, add_special_tokens=False, return_tensors="pt")
+    with pytest.warns(InputWarning) as caught:
+        helpers.capture(tiny_model, bare)  # capture runs under torch.no_grad's wrapper
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, caught[0].lineno)]
+    assert "capture(tiny_model, bare)" in open(__file__).read().splitlines()[caught[0].lineno - 1]
+
+
 def test_an_encoding_with_its_special_tokens_does_not_warn(tokenizer, tiny_model, encoding, no_warnings):
     helpers.capture(tiny_model, encoding)
     helpers.capture(tiny_model, helpers.encode(tokenizer, SHORT, "A second segment.", model=tiny_model))

@@ -15,6 +15,7 @@ from transformers import BatchEncoding
 
 import helpers
 from helpers.methods import decoder_jacobians, linearised_decoder, reference
+from helpers.methods.jacobians import CPU_ROWS_PER_CHUNK
 from helpers.model.checks import UnsupportedModelError
 
 from .conftest import make_tiny_bert
@@ -78,6 +79,15 @@ def test_estimate_with_every_direction_is_exact(tiny):
 def test_depth_stops_early(tiny):
     _, _, lin, expected = tiny
     assert torch.allclose(decoder_jacobians.decoder_block_norms(lin, depth=1, progress=False), expected[:1])
+
+
+def test_a_cpu_chunk_spans_at_most_the_cache_sized_row_count(tiny):
+    _, _, lin, _ = tiny
+    size = decoder_jacobians.default_decoder_chunk_size(lin)
+    budget = decoder_jacobians.default_decoder_chunk_size(lin, cpu_row_cap=False)
+    assert size * lin.n <= CPU_ROWS_PER_CHUNK < (size + 1) * lin.n  # the cap binds for a tiny model
+    assert budget > size
+    assert decoder_jacobians.default_decoder_chunk_size(lin, memory_mb=1e-3) == 1
 
 
 def test_hidden_token_attribution_on_a_decoder(tiny):

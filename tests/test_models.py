@@ -106,6 +106,18 @@ def test_decoder_without_its_package_is_a_clear_error(monkeypatch):
         helpers.load_model(helpers.model.decoder.DECODER_MODEL)
 
 
+def test_decoder_without_its_extra_names_the_extra_and_every_missing_package(monkeypatch, tmp_path):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("gguf", "accelerate") else find_spec(name, *a)
+    )
+    with pytest.raises(ModelLoadError, match=r"'gguf', 'accelerate'.*identifiability-book\[decoder\]"):
+        helpers.model.decoder._dequantise_decoder(tmp_path / "never-written")
+    assert not (tmp_path / "never-written").exists()
+
+
 def test_decoder_cache_lives_in_the_user_cache_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = helpers.model.decoder.decoder_cache_folder()

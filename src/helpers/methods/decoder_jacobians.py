@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from ..model.progress import progress_bar
-from .jacobians import DEFAULT_MEMORY_MB, check_norm_options, direction_chunks
+from .jacobians import CPU_ROWS_PER_CHUNK, DEFAULT_MEMORY_MB, check_norm_options, direction_chunks
 from .linearised_decoder import LinearisedDecoder, LinearisedDecoderBlock
 
 __all__ = [
@@ -235,14 +235,20 @@ def prepare_decoder_ffn_jacobians(
     return used
 
 
-def default_decoder_chunk_size(lin: LinearisedDecoder, memory_mb: float = DEFAULT_MEMORY_MB) -> int:
-    """Tangents per chunk so that one chunk needs about a quarter of ``memory_mb`` (rows of a full push)."""
+def default_decoder_chunk_size(
+    lin: LinearisedDecoder, memory_mb: float = DEFAULT_MEMORY_MB, cpu_row_cap: bool = True
+) -> int:
+    """Tangents per chunk so that one chunk needs about a quarter of ``memory_mb`` (rows of a full push)
+    and, on a CPU with ``cpu_row_cap``, spans at most ``CPU_ROWS_PER_CHUNK`` rows (B n), as the encoder's."""
     block = lin.blocks[0]
     n, d, h = lin.n, lin.d, block.heads
     width = (h + 2 * block.kv_heads) * block.d_v
     floats_per_tangent = 2 * h * n * n + n * (8 * d + 2 * width + (0 if block.M is not None else 4 * block.f))
     bytes_per_tangent = floats_per_tangent * lin.hidden_states.element_size()
-    return max(1, int(memory_mb / 4 * 2**20 // bytes_per_tangent))
+    size = int(memory_mb / 4 * 2**20 // bytes_per_tangent)
+    if cpu_row_cap and lin.hidden_states.device.type == "cpu":
+        size = min(size, CPU_ROWS_PER_CHUNK // n)
+    return max(1, size)
 
 
 def decoder_tangent_macs(block: LinearisedDecoderBlock, tangents: int, rows: int) -> int:

@@ -20,12 +20,11 @@ back to T = V H for any head where it fails.
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import NamedTuple
 
 import torch
 
-from ..model.checks import check_matrix
+from ..model.checks import check_matrix, warn_at_caller
 from .linalg import DEFAULT_RTOL, numerical_rank, range_basis
 
 
@@ -170,10 +169,10 @@ def effective_attention_and_rank(
     if bool(full_row_rank.all()):
         return EffectiveAndRank(result, rank)
     bad = ~full_row_rank
-    warnings.warn(
+    warn_at_caller(
         f"{int(bad.sum())} head(s) have an H without full row rank, so LN(V H) may be larger than "
         "LN(V); using the SVD of T = V H for them.",
-        stacklevel=3,
+        UserWarning,
     )
     slow_basis, slow_rank = range_basis(V[bad] @ H[bad], rtol)
     slow = _split(A[bad], slow_basis, slow_rank)

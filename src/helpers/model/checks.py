@@ -5,6 +5,8 @@ Every floor above calls these at its entry points; a method trusts what they che
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 
@@ -31,6 +33,20 @@ class UnsupportedModelError(ValueError):
 class InputWarning(UserWarning):
     """Input the helpers can run, but probably not what was meant (unknown tokens, no special tokens, too few
     tokens to fit a map); filter it with ``warnings.filterwarnings("ignore", category=InputWarning)``."""
+
+
+# frames a warning should not point at: the helpers' own and torch's (its no_grad wrapper)
+_INTERNAL_PREFIXES = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep for path in (os.path.dirname(__file__), torch.__file__)
+)
+
+
+def warn_at_caller(message: str, category: type[Warning] = InputWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside the helpers and torch: the user's line."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_INTERNAL_PREFIXES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level if frame is not None else 2)
 
 
 def check_encoding_type(encoding) -> None:
@@ -110,12 +126,10 @@ def check_special_tokens(encoding, config, causal: bool) -> None:
             return
         missing = int(ids[0]) != start or int(ids[-1]) != end
     if missing:
-        warnings.warn(
+        warn_at_caller(
             f"The encoding lacks the special tokens the model was trained with (e.g. [CLS] ... [SEP] or <s> ... </s>; "
             f"tokenized with add_special_tokens=False?): every hidden state differs from the model's usual input. "
             f"Encode with {ENCODE_HINT}.",
-            InputWarning,
-            stacklevel=3,
         )
 
 
@@ -133,12 +147,10 @@ def check_unknown_tokens(input_ids: torch.Tensor, unk_token_id: int | None, spec
     text = ids[~torch.isin(ids, others)]
     unknown = int((text == unk_token_id).sum())
     if len(text) and unknown > UNKNOWN_SHARE * len(text):
-        warnings.warn(
+        warn_at_caller(
             f"{unknown} of the text's {len(text)} tokens are the tokenizer's unknown token (id {unk_token_id}): the "
             "model sees none of those words. Is it the model's own tokenizer (a cased one on an uncased model?), "
             "the one load_model returns?",
-            InputWarning,
-            stacklevel=3,
         )
 
 
@@ -147,11 +159,9 @@ def check_enough_tokens(tokens: int, dimensions: int, what: str) -> None:
     the least-squares fit is underdetermined and generalises poorly (a trained map can then score below the
     naive one)."""
     if tokens < dimensions:
-        warnings.warn(
+        warn_at_caller(
             f"{what} is fitted on {tokens} tokens, fewer than their {dimensions} dimensions: the fit is "
             "underdetermined and generalises poorly (it can score below the naive map). Train on more sequences.",
-            InputWarning,
-            stacklevel=3,
         )
 
 

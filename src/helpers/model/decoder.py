@@ -7,6 +7,7 @@ float32 safetensors under ``cache_dir()``; later loads read that cache in second
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from pathlib import Path
 from unittest import mock
 
@@ -97,13 +98,12 @@ def _dequantise_decoder(folder: Path) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     gguf = decoder_gguf_path()
-    for package in ("gguf", "accelerate"):
-        try:
-            __import__(package)
-        except ImportError as err:
-            raise ModelLoadError(
-                f"Reading {DECODER_GGUF} needs the package {package!r}: pip install {package}"
-            ) from err
+    missing = [package for package in ("gguf", "accelerate") if importlib.util.find_spec(package) is None]
+    if missing:
+        raise ModelLoadError(
+            f"Reading {DECODER_GGUF} needs the packages {', '.join(map(repr, missing))}, the helpers' "
+            "'decoder' extra: pip install 'identifiability-book[decoder]' (or pip install gguf accelerate)"
+        )
     with _quiet_loading():  # the first run must print what later runs print: nothing
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         tokenizer = decoder_tokenizer()

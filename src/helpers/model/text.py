@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import unicodedata
-import warnings
 from typing import NamedTuple
 
 import torch
 from transformers import BatchEncoding, PreTrainedModel
 
-from .checks import InputWarning, check_encoding_type, check_unknown_tokens
+from .checks import check_encoding_type, check_unknown_tokens, warn_at_caller
 from .numbering import check_integer
 
 
@@ -161,11 +160,9 @@ def check_tokenizer_fits(tokenizer, model: PreTrainedModel) -> None:
     ]
     if size < TOKENIZER_SHARE * vocab or clashes:
         reason = "; ".join(clashes) if clashes else f"{size:,} tokens against {vocab:,} vocabulary rows"
-        warnings.warn(
+        warn_at_caller(
             f"The tokenizer does not look like {type(model).__name__}'s ({reason}): its ids would read as other "
             f"words in this model. {hint}",
-            InputWarning,
-            stacklevel=3,
         )
 
 
